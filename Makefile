@@ -1,0 +1,53 @@
+# stripefs: the two quick-start commands are `make run` and `make test`.
+BUILD ?= build
+POOL ?= $(CURDIR)/pool
+MNT ?= $(CURDIR)/mnt
+JOBS ?= $(shell nproc)
+STRIPEFS := $(BUILD)/tools/stripefs
+
+# Debian packages the build, the tests and the benchmarks need.
+PACKAGES := build-essential cmake pkg-config git \
+  libfuse3-dev fuse3 librocksdb-dev liburing-dev libssl-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev \
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev \
+  fio sqlite3 rsync attr python3 psmisc util-linux
+
+.PHONY: deps build test run stop clean
+
+# Installs only what is missing (apt-get update runs once, and only if needed).
+deps:
+	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "all build and test packages are installed"; fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j1
+
+# Formats a default pool (4 drive files of 1 GiB and a 256 MiB RAM segment) once, and mounts it at ./mnt.
+run: build
+	@mkdir -p $(MNT)
+	@if mountpoint -q $(MNT); then echo "$(MNT) is already mounted"; else \
+	  if [ ! -e $(POOL)/meta/CURRENT ]; then \
+	    mkdir -p $(POOL) && $(STRIPEFS) mkfs --meta $(POOL)/meta \
+	      --drive $(POOL)/drive0.img:1G --drive $(POOL)/drive1.img:1G \
+	      --drive $(POOL)/drive2.img:1G --drive $(POOL)/drive3.img:1G --ram 256M; fi; \
+	  $(STRIPEFS) mount $(POOL)/meta $(MNT); fi
+	@echo
+	@echo "stripefs is mounted at $(MNT). Next:"
+	@echo "  cp -a /usr/share/doc $(MNT)/        # use it like any directory"
+	@echo "  $(STRIPEFS) placement $(MNT)/FILE    # where each chunk of a file lives"
+	@echo "  $(STRIPEFS) df $(MNT)                # per-drive capacity and use"
+	@echo "  umount $(MNT)                        # unmount (make stop does the same)"
+	@echo "  $(STRIPEFS) fsck $(POOL)/meta        # check the unmounted pool"
+
+stop:
+	@if mountpoint -q $(MNT); then umount $(MNT) && echo "unmounted $(MNT)"; else echo "$(MNT) is not mounted"; fi
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,122 @@
+// Best-fit allocator: free runs kept in two ordered indexes (by offset for
+// coalescing, by length for best fit).
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "engine/allocator.h"
+
+namespace stripefs {
+namespace {
+
+class BestFitAllocator final : public SegmentAllocator {
+ public:
+  BestFitAllocator(uint64_t capacity, uint64_t unit) : capacity_(capacity - capacity % unit), unit_(unit) {
+    if (capacity_ > 0) insert(0, capacity_);
+  }
+
+  Result<uint64_t> allocate(uint64_t len) override {
+    if (len == 0 || len % unit_ != 0) return Status::Invalid("allocation length not a multiple of the unit");
+    std::lock_guard lock(mu_);
+    auto it = by_len_.lower_bound({len, 0});
+    if (it == by_len_.end()) return Status::NoSpace("segment full");
+    auto [run_len, off] = *it;
+    erase(off, run_len);
+    if (run_len > len) insert(off + len, run_len - len);
+    return off;
+  }
+
+  void release(uint64_t offset, uint64_t len) override {
+    std::lock_guard lock(mu_);
+    uint64_t start = offset, end = offset + len;
+    auto next = by_off_.lower_bound(offset);
+    if (next != by_off_.end() && next->first == end) {
+      end += next->second;
+      erase(next->first, next->second);
+    }
+    auto after = by_off_.lower_bound(start);
+    if (after != by_off_.begin()) {
+      auto prev = std::prev(after);
+      if (prev->first + prev->second == start) {
+        start = prev->first;
+        erase(prev->first, prev->second);
+      }
+    }
+    insert(start, end - start);
+  }
+
+  Status mark_used(uint64_t offset, uint64_t len) override {
+    std::lock_guard lock(mu_);
+    if (offset % unit_ || len % unit_ || len == 0 || offset + len > capacity_) {
+      return Status::Corruption(fmt::format("extent {}+{} lies outside the segment (capacity {})",
+                                            offset, len, capacity_));
+    }
+    if (!carve(offset, len)) {
+      return Status::Corruption(fmt::format("extent {}+{} overlaps another extent", offset, len));
+    }
+    return Status::OK();
+  }
+
+  bool try_extend(uint64_t offset, uint64_t len, uint64_t new_len) override {
+    if (new_len <= len) return true;
+    std::lock_guard lock(mu_);
+    return carve(offset + len, new_len - len);
+  }
+
+  uint64_t capacity() const override { return capacity_; }
+  uint64_t free_bytes() const override {
+    std::lock_guard lock(mu_);
+    return free_;
+  }
+  uint64_t unit() const override { return unit_; }
+  double fragmentation() const override {
+    std::lock_guard lock(mu_);
+    if (free_ == 0 || by_len_.empty()) return 0.0;
+    return 1.0 - static_cast<double>(by_len_.rbegin()->first) / static_cast<double>(free_);
+  }
+  void for_each_free(const std::function<void(uint64_t, uint64_t)>& fn) const override {
+    std::lock_guard lock(mu_);
+    for (const auto& [off, len] : by_off_) fn(off, len);
+  }
+
+ private:
+  // Removes [offset, offset+len) from the free runs if one run contains all of it.
+  bool carve(uint64_t offset, uint64_t len) {
+    auto it = by_off_.upper_bound(offset);
+    if (it == by_off_.begin()) return false;
+    --it;
+    auto [run_off, run_len] = *it;
+    if (offset + len > run_off + run_len) return false;
+    erase(run_off, run_len);
+    if (offset > run_off) insert(run_off, offset - run_off);
+    if (offset + len < run_off + run_len) insert(offset + len, run_off + run_len - offset - len);
+    return true;
+  }
+  void insert(uint64_t off, uint64_t len) {
+    by_off_[off] = len;
+    by_len_.insert({len, off});
+    free_ += len;
+  }
+  void erase(uint64_t off, uint64_t len) {
+    by_off_.erase(off);
+    by_len_.erase({len, off});
+    free_ -= len;
+  }
+
+  const uint64_t capacity_;
+  const uint64_t unit_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, uint64_t> by_off_;            // GUARDED_BY(mu_)
+  std::set<std::pair<uint64_t, uint64_t>> by_len_;  // GUARDED_BY(mu_)
+  uint64_t free_ = 0;                               // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+std::unique_ptr<SegmentAllocator> NewBestFitAllocator(uint64_t capacity, uint64_t unit) {
+  return std::make_unique<BestFitAllocator>(capacity, unit);
+}
+
+}  // namespace stripefs

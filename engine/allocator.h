@@ -1,0 +1,38 @@
+// Per-segment space allocation. The in-memory free map is rebuilt at mount
+// from the chunk records (mark_used), so it never disagrees with them after a crash.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "meta/status.h"
+
+namespace stripefs {
+
+// Thread-safe. Offsets and lengths are bytes, multiples of unit().
+class SegmentAllocator {
+ public:
+  virtual ~SegmentAllocator() = default;
+  // Reserves len bytes and returns their offset; kNoSpace when no free run is long enough.
+  virtual Result<uint64_t> allocate(uint64_t len) = 0;
+  // Returns [offset, offset+len) to the free space. REQUIRES: it was allocated.
+  virtual void release(uint64_t offset, uint64_t len) = 0;
+  // Marks a recorded extent as used while rebuilding; kCorruption if any of it
+  // is outside the segment or already used.
+  virtual Status mark_used(uint64_t offset, uint64_t len) = 0;
+  // Grows the allocated [offset, offset+len) to new_len if the bytes after it are free.
+  virtual bool try_extend(uint64_t offset, uint64_t len, uint64_t new_len) = 0;
+  virtual uint64_t capacity() const = 0;
+  virtual uint64_t free_bytes() const = 0;
+  virtual uint64_t unit() const = 0;
+  // 0 when the free space is one run; approaches 1 as it splinters.
+  virtual double fragmentation() const = 0;
+  virtual void for_each_free(const std::function<void(uint64_t offset, uint64_t len)>& fn) const = 0;
+};
+
+// Best fit over free runs indexed by offset and by length, with coalescing:
+// O(log n) per operation and no rounding beyond unit.
+std::unique_ptr<SegmentAllocator> NewBestFitAllocator(uint64_t capacity, uint64_t unit);
+
+}  // namespace stripefs

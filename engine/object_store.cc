@@ -1,0 +1,516 @@
+// ObjectStore: the write protocol is described in object_store.h.
+#include "engine/object_store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/crc32c.h"
+#include "engine/striper.h"
+
+namespace stripefs {
+
+using meta::ChunkRecord;
+using meta::Extent;
+using meta::InodeRecord;
+using meta::Transaction;
+
+namespace {
+
+constexpr uint32_t kBlock = meta::kBlockSize;
+
+uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// A zeroed, 4 KiB-aligned buffer, as O_DIRECT needs.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t n) : size_(n) {
+    if (n == 0) return;
+    void* p = nullptr;
+    if (posix_memalign(&p, kBlock, n) != 0) throw std::bad_alloc();
+    data_ = static_cast<char*>(p);
+    std::memset(data_, 0, n);
+  }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(o.size_) {}
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~AlignedBuffer() { std::free(data_); }
+  char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+uint64_t Footprint(const ChunkRecord& r) { return uint64_t{r.capacity} * r.replicas.size(); }
+
+}  // namespace
+
+ObjectStore::ObjectStore(meta::KvStore* kv, meta::Namespace* ns, IoBackend* io, std::vector<DriveSlot> drives)
+    : kv_(kv), ns_(ns), io_(io), drives_(std::move(drives)), dirty_(drives_.size(), false) {}
+
+Result<std::shared_ptr<ObjectStore::Object>> ObjectStore::object(const InodeRecord& inode) {
+  std::lock_guard lock(objects_mu_);
+  auto it = objects_.find(inode.ino);
+  if (it != objects_.end()) return it->second;
+  auto& strategy = strategies_[inode.strategy];
+  if (!strategy) {
+    auto made = MakeStrategy(inode.strategy);
+    if (!made.ok()) {
+      strategies_.erase(inode.strategy);
+      return made.status();
+    }
+    strategy = std::move(made).value();
+  }
+  auto obj = std::make_shared<Object>();
+  obj->ino = inode.ino;
+  obj->uri = inode.uri;
+  obj->hash = ObjectHash(inode.uri);
+  obj->chunk_size = inode.chunk_size;
+  obj->replicas = std::max<uint32_t>(1, inode.replicas);
+  obj->strategy = strategy.get();
+  objects_[inode.ino] = obj;
+  return obj;
+}
+
+void ObjectStore::forget(uint64_t ino) {
+  std::lock_guard lock(objects_mu_);
+  objects_.erase(ino);
+}
+
+Result<std::map<uint64_t, ChunkRecord>> ObjectStore::load_chunks(uint64_t ino) {
+  std::map<uint64_t, ChunkRecord> chunks;
+  Status bad;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefix(ino), [&](std::string_view k, std::string_view v) {
+    auto rec = meta::DecodeChunk(v);
+    if (!rec.ok()) {
+      bad = rec.status();
+      return false;
+    }
+    chunks.emplace(meta::ChunkIndexFromKey(k), std::move(rec).value());
+    return true;
+  }));
+  SFS_RETURN_IF_ERROR(bad);
+  return chunks;
+}
+
+Status ObjectStore::ensure_loaded(Object& obj) {
+  if (obj.loaded) return Status::OK();
+  SFS_ASSIGN_OR_RETURN(obj.chunks, load_chunks(obj.ino));
+  obj.loaded = true;
+  return Status::OK();
+}
+
+uint64_t ObjectStore::device_offset(const Extent& e) const { return drives_.at(e.segment).data_offset + e.offset; }
+
+Status ObjectStore::read_blocks(const ChunkRecord& rec, uint32_t first, uint32_t count, char* buf) {
+  Status last = Status::Corruption("chunk has no replica");
+  for (const Extent& e : rec.replicas) {
+    IoRequest req{IoRequest::Op::kRead, e.segment, device_offset(e) + uint64_t{first} * kBlock, buf,
+                  size_t{count} * kBlock};
+    Status s = io_->run({&req, 1});
+    if (!s.ok()) {
+      last = s;
+      continue;
+    }
+    bool good = true;
+    for (uint32_t b = 0; b < count && good; ++b) {
+      good = rec.block_matches(first + b, Crc32c(buf + size_t{b} * kBlock, kBlock));
+    }
+    if (good) return Status::OK();
+    last = Status::Corruption(fmt::format("checksum mismatch in segment {} at offset {}", e.segment, e.offset));
+  }
+  return last;
+}
+
+Status ObjectStore::read(Object& obj, uint64_t offset, size_t len, char* out) {
+  if (!obj.loaded) {
+    std::unique_lock lock(obj.mu);
+    SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+  }
+  std::shared_lock lock(obj.mu);
+  struct Part {
+    ChunkPiece piece;
+    const ChunkRecord* rec;
+    uint32_t first, count, valid;
+    AlignedBuffer buf;
+  };
+  std::vector<Part> parts;
+  std::vector<IoRequest> reqs;
+  for (const ChunkPiece& piece : SplitRange(offset, len, obj.chunk_size)) {
+    auto it = obj.chunks.find(piece.index);
+    if (it == obj.chunks.end() || piece.offset >= it->second.length) {
+      std::memset(out + piece.buffer_offset, 0, piece.length);
+      continue;
+    }
+    const ChunkRecord& rec = it->second;
+    uint32_t valid_end = std::min<uint32_t>(piece.offset + piece.length, rec.length);
+    uint32_t first = piece.offset / kBlock;
+    uint32_t count = static_cast<uint32_t>(RoundUp(valid_end, kBlock) / kBlock) - first;
+    parts.push_back({piece, &rec, first, count, valid_end - piece.offset, AlignedBuffer(size_t{count} * kBlock)});
+  }
+  for (Part& p : parts) {
+    const Extent& e = p.rec->replicas.front();
+    reqs.push_back({IoRequest::Op::kRead, e.segment, device_offset(e) + uint64_t{p.first} * kBlock, p.buf.data(),
+                    p.buf.size()});
+  }
+  Status batch = io_->run(reqs);
+  for (Part& p : parts) {
+    bool good = batch.ok();
+    for (uint32_t b = 0; b < p.count && good; ++b) {
+      good = p.rec->block_matches(p.first + b, Crc32c(p.buf.data() + size_t{b} * kBlock, kBlock));
+    }
+    if (!good) {
+      // The first replica failed or did not verify: try them all, one at a time.
+      Status s = read_blocks(*p.rec, p.first, p.count, p.buf.data());
+      if (!s.ok()) {
+        return Status(s.code(), fmt::format("object {} chunk {}: {}", obj.uri, p.piece.index, s.message()));
+      }
+    }
+    std::memcpy(out + p.piece.buffer_offset, p.buf.data() + (p.piece.offset - uint64_t{p.first} * kBlock), p.valid);
+    std::memset(out + p.piece.buffer_offset + p.valid, 0, p.piece.length - p.valid);
+  }
+  return Status::OK();
+}
+
+Result<std::vector<Extent>> ObjectStore::allocate(const Object& obj, uint64_t chunk_index, uint64_t len) {
+  std::vector<SegmentView> views;
+  for (const DriveSlot& d : drives_) {
+    if (d.allocator) views.push_back({d.id, d.allocator->capacity(), d.allocator->free_bytes()});
+  }
+  std::vector<Extent> extents;
+  for (uint32_t seg : obj.strategy->rank({obj.hash, chunk_index, len}, views)) {
+    if (extents.size() == obj.replicas) break;
+    auto off = drives_[seg].allocator->allocate(len);
+    if (off.ok()) extents.push_back({seg, off.value()});
+  }
+  if (extents.size() < obj.replicas) {
+    release_now(extents, len);
+    return Status::NoSpace(fmt::format("no room for {} bytes on {} distinct drives", len, obj.replicas));
+  }
+  return extents;
+}
+
+void ObjectStore::release_now(const std::vector<Extent>& extents, uint64_t len) {
+  for (const Extent& e : extents) drives_[e.segment].allocator->release(e.offset, len);
+}
+
+void ObjectStore::release_later(std::vector<Freed> freed) {
+  std::lock_guard lock(pending_mu_);
+  for (Freed& f : freed) {
+    pending_bytes_ += f.len;
+    pending_free_.push_back(f);
+  }
+}
+
+uint64_t ObjectStore::pending_free_bytes() const {
+  std::lock_guard lock(pending_mu_);
+  return pending_bytes_;
+}
+
+Status ObjectStore::sync() { return sync_and_release(); }
+
+Status ObjectStore::sync_and_release() {
+  std::vector<Freed> freed;
+  std::vector<bool> dirty;
+  {
+    std::lock_guard lock(pending_mu_);
+    freed.swap(pending_free_);
+    pending_bytes_ = 0;
+    dirty.swap(dirty_);
+    dirty_.assign(drives_.size(), false);
+  }
+  Status s;
+  for (size_t i = 0; i < dirty.size() && s.ok(); ++i) {
+    if (dirty[i]) s = io_->flush(static_cast<uint32_t>(i));
+  }
+  if (s.ok()) s = kv_->sync();
+  if (!s.ok()) {  // nothing was released; try again next time
+    release_later(std::move(freed));
+    std::lock_guard lock(pending_mu_);
+    for (size_t i = 0; i < dirty.size(); ++i) dirty_[i] = dirty_[i] || dirty[i];
+    return s;
+  }
+  for (const Freed& f : freed) drives_[f.extent.segment].allocator->release(f.extent.offset, f.len);
+  return Status::OK();
+}
+
+Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char* data, size_t len) {
+  std::unique_lock lock(obj.mu);
+  SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+
+  struct Plan {
+    ChunkPiece piece;
+    bool existed = false;
+    bool relocated = false;  // the chunk's data moves to new extents
+    ChunkRecord before, after;
+    uint32_t first_block = 0;
+    AlignedBuffer buf;
+  };
+  std::vector<Plan> plans;
+  // Gives back every reservation made so far (nothing of it was committed).
+  auto undo = [&] {
+    for (Plan& p : plans) {
+      if (p.relocated) {
+        release_now(p.after.replicas, p.after.capacity);
+      } else if (p.after.capacity > p.before.capacity) {
+        for (const Extent& e : p.before.replicas) {
+          drives_[e.segment].allocator->release(e.offset + p.before.capacity, p.after.capacity - p.before.capacity);
+        }
+      }
+    }
+  };
+  // Reserves a whole chunk if it can (so sequential writes never move data), else just what is needed.
+  auto reserve = [&](uint64_t index, uint32_t need) -> Result<std::pair<std::vector<Extent>, uint32_t>> {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      for (uint32_t cap : {obj.chunk_size, need}) {
+        auto ext = allocate(obj, index, cap);
+        if (ext.ok()) return std::make_pair(std::move(ext).value(), cap);
+      }
+      if (attempt == 0 && pending_free_bytes() > 0) {
+        SFS_RETURN_IF_ERROR(sync_and_release());
+      } else {
+        break;
+      }
+    }
+    return Status::NoSpace("pool is full");
+  };
+
+  // 1. Space.
+  for (const ChunkPiece& piece : SplitRange(offset, len, obj.chunk_size)) {
+    Plan p;
+    p.piece = piece;
+    auto it = obj.chunks.find(piece.index);
+    p.existed = it != obj.chunks.end();
+    if (p.existed) p.before = it->second;
+    p.after = p.before;
+    p.after.pending.clear();
+    p.after.length = std::max(p.before.length, piece.offset + piece.length);
+    uint32_t need = static_cast<uint32_t>(RoundUp(p.after.length, kBlock));
+    if (need > p.before.capacity) {
+      bool grown = false;
+      if (p.existed) {
+        for (uint32_t target : {obj.chunk_size, need}) {
+          size_t k = 0;
+          while (k < p.before.replicas.size() &&
+                 drives_[p.before.replicas[k].segment].allocator->try_extend(p.before.replicas[k].offset,
+                                                                              p.before.capacity, target)) {
+            ++k;
+          }
+          if (k == p.before.replicas.size()) {
+            p.after.capacity = target;
+            grown = true;
+            break;
+          }
+          for (size_t j = 0; j < k; ++j) {
+            drives_[p.before.replicas[j].segment].allocator->release(p.before.replicas[j].offset + p.before.capacity,
+                                                                     target - p.before.capacity);
+          }
+        }
+      }
+      if (!grown) {
+        auto got = reserve(piece.index, need);
+        if (!got.ok()) {
+          undo();
+          return got.status();
+        }
+        p.relocated = true;
+        p.after.replicas = std::move(got.value().first);
+        p.after.capacity = got.value().second;
+      }
+    }
+    plans.push_back(std::move(p));
+  }
+
+  // 2. Buffers: whole blocks, old contents merged in where the write covers a block partly.
+  Transaction intent;
+  for (Plan& p : plans) {
+    const uint32_t old_blocks = p.before.blocks();
+    const uint32_t end = p.piece.offset + p.piece.length;
+    const uint32_t first = p.relocated ? 0 : std::min(p.piece.offset, p.before.length) / kBlock;
+    const uint32_t last = p.relocated ? p.after.blocks() : static_cast<uint32_t>(RoundUp(end, kBlock) / kBlock);
+    p.first_block = first;
+    p.buf = AlignedBuffer(size_t{last - first} * kBlock);
+    Status s;
+    if (p.relocated && p.existed && old_blocks > 0) {
+      s = read_blocks(p.before, 0, old_blocks, p.buf.data());
+    } else if (p.existed) {
+      uint32_t head = first, tail = last - 1;
+      if (head < old_blocks && (p.piece.offset > head * kBlock || end < (head + 1) * kBlock)) {
+        s = read_blocks(p.before, head, 1, p.buf.data());
+      }
+      if (s.ok() && tail != head && tail < old_blocks && end % kBlock != 0) {
+        s = read_blocks(p.before, tail, 1, p.buf.data() + size_t{tail - first} * kBlock);
+      }
+    }
+    if (!s.ok()) {
+      undo();
+      return s;
+    }
+    // Bytes past the old length are stale on disk: they read as zeros.
+    uint64_t stale_from = std::max<uint64_t>(p.before.length, uint64_t{first} * kBlock) - uint64_t{first} * kBlock;
+    if (stale_from < p.buf.size()) std::memset(p.buf.data() + stale_from, 0, p.buf.size() - stale_from);
+    std::memcpy(p.buf.data() + (p.piece.offset - uint64_t{first} * kBlock), data + p.piece.buffer_offset,
+                p.piece.length);
+    p.after.crcs.resize(p.after.blocks());
+    ChunkRecord pending = p.before;
+    for (uint32_t b = first; b < last; ++b) {
+      p.after.crcs[b] = Crc32c(p.buf.data() + size_t{b - first} * kBlock, kBlock);
+      if (!p.relocated && b < old_blocks) pending.pending.emplace_back(b, p.after.crcs[b]);
+    }
+    if (pending.pending.size() > p.before.pending.size()) {
+      intent.put(meta::ChunkKey(obj.ino, p.piece.index), meta::EncodeChunk(pending));
+    }
+  }
+
+  // 3. Intent for in-place overwrites, then the data to every replica at once.
+  if (!intent.empty()) {
+    Status s = kv_->commit(intent, false);
+    if (!s.ok()) {
+      undo();
+      return s;
+    }
+  }
+  std::vector<IoRequest> reqs;
+  for (Plan& p : plans) {
+    for (const Extent& e : p.after.replicas) {
+      reqs.push_back({IoRequest::Op::kWrite, e.segment, device_offset(e) + uint64_t{p.first_block} * kBlock,
+                      p.buf.data(), p.buf.size()});
+    }
+  }
+  if (Status s = io_->run(reqs); !s.ok()) {
+    undo();
+    return s;
+  }
+  {
+    std::lock_guard plock(pending_mu_);
+    for (const IoRequest& r : reqs) dirty_[r.segment] = true;
+  }
+
+  // 4. Chunk records and inode in one batch.
+  Transaction txn;
+  int64_t footprint_delta = 0;
+  for (const Plan& p : plans) {
+    txn.put(meta::ChunkKey(obj.ino, p.piece.index), meta::EncodeChunk(p.after));
+    footprint_delta += static_cast<int64_t>(Footprint(p.after)) - static_cast<int64_t>(Footprint(p.before));
+  }
+  int64_t now = meta::NowNs();
+  auto committed = ns_->commit_with_inode(
+      obj.ino,
+      [&](InodeRecord& r) {
+        r.size = std::max<uint64_t>(r.size, offset + len);
+        r.mtime_ns = r.ctime_ns = now;
+        r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
+      },
+      &txn, false);
+  if (!committed.ok()) {
+    undo();
+    return committed.status();
+  }
+  std::vector<Freed> freed;
+  for (Plan& p : plans) {
+    if (p.relocated && p.existed) {
+      for (const Extent& e : p.before.replicas) freed.push_back({e, p.before.capacity});
+    }
+    obj.chunks[p.piece.index] = std::move(p.after);
+  }
+  release_later(std::move(freed));
+  return committed;
+}
+
+Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mtime_ns) {
+  std::unique_lock lock(obj.mu);
+  SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+  Transaction txn;
+  std::vector<Freed> freed;
+  std::map<uint64_t, ChunkRecord> cut;
+  std::vector<uint64_t> dropped;
+  int64_t footprint_delta = 0;
+  for (auto it = obj.chunks.begin(); it != obj.chunks.end(); ++it) {
+    const auto& [index, rec] = *it;
+    uint64_t chunk_start = index * obj.chunk_size;
+    if (chunk_start >= size) {
+      txn.del(meta::ChunkKey(obj.ino, index));
+      for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
+      footprint_delta -= static_cast<int64_t>(Footprint(rec));
+      dropped.push_back(index);
+    } else if (chunk_start + rec.length > size) {
+      ChunkRecord after = rec;
+      after.length = static_cast<uint32_t>(size - chunk_start);
+      after.crcs.resize(after.blocks());
+      std::erase_if(after.pending, [&](const auto& p) { return p.first >= after.blocks(); });
+      after.capacity = static_cast<uint32_t>(RoundUp(after.length, kBlock));
+      for (const Extent& e : rec.replicas) {
+        freed.push_back({{e.segment, e.offset + after.capacity}, rec.capacity - after.capacity});
+      }
+      std::erase_if(freed, [](const Freed& f) { return f.len == 0; });
+      footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
+      txn.put(meta::ChunkKey(obj.ino, index), meta::EncodeChunk(after));
+      cut[index] = std::move(after);
+    }
+  }
+  auto committed = ns_->commit_with_inode(
+      obj.ino,
+      [&](InodeRecord& r) {
+        r.size = size;
+        r.mtime_ns = r.ctime_ns = mtime_ns;
+        r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
+      },
+      &txn, false);
+  SFS_RETURN_IF_ERROR(committed.status());
+  for (uint64_t index : dropped) obj.chunks.erase(index);
+  for (auto& [index, rec] : cut) obj.chunks[index] = std::move(rec);
+  release_later(std::move(freed));
+  return committed;
+}
+
+Status ObjectStore::trim(Object& obj) {
+  std::unique_lock lock(obj.mu);
+  if (!obj.loaded) return Status::OK();  // nothing written through this state
+  Transaction txn;
+  std::vector<Freed> freed;
+  std::map<uint64_t, ChunkRecord> trimmed;
+  int64_t footprint_delta = 0;
+  for (const auto& [index, rec] : obj.chunks) {
+    uint32_t need = static_cast<uint32_t>(RoundUp(rec.length, kBlock));
+    if (need >= rec.capacity) continue;
+    ChunkRecord after = rec;
+    after.capacity = need;
+    for (const Extent& e : rec.replicas) freed.push_back({{e.segment, e.offset + need}, rec.capacity - need});
+    footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
+    txn.put(meta::ChunkKey(obj.ino, index), meta::EncodeChunk(after));
+    trimmed[index] = std::move(after);
+  }
+  if (txn.empty()) return Status::OK();
+  auto committed = ns_->commit_with_inode(
+      obj.ino,
+      [&](InodeRecord& r) { r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta); },
+      &txn, false);
+  SFS_RETURN_IF_ERROR(committed.status());
+  for (auto& [index, rec] : trimmed) obj.chunks[index] = std::move(rec);
+  release_later(std::move(freed));
+  return Status::OK();
+}
+
+Status ObjectStore::reclaim(uint64_t ino) {
+  SFS_ASSIGN_OR_RETURN(auto chunks, load_chunks(ino));
+  Transaction txn;
+  std::vector<Freed> freed;
+  for (const auto& [index, rec] : chunks) {
+    txn.del(meta::ChunkKey(ino, index));
+    for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
+  }
+  SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
+  forget(ino);
+  release_later(std::move(freed));
+  return Status::OK();
+}
+
+}  // namespace stripefs

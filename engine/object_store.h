@@ -1,0 +1,113 @@
+// ObjectStore: reads, writes and truncates objects (the contents of regular
+// files) as chunks striped over the pool's drives.
+//
+// Write protocol (DESIGN invariants 4 and 6):
+//  1. New space is allocated in memory only; the allocator is rebuilt from the
+//     chunk records at mount, so space of a write that never committed is free again.
+//  2. Blocks overwritten in place first get their new checksum committed as
+//     "pending" beside the old one, so a crash mid-write leaves each block
+//     matching one of the two.
+//  3. Data goes to every replica, all pieces concurrently.
+//  4. Chunk records and the inode's size/mtime commit in one batch.
+//  5. Space a commit gave up is reused only after the WAL is synced, so a lost
+//     unsynced commit can never leave a record pointing at reused space.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/io_backend.h"
+#include "engine/placement.h"
+#include "meta/namespace.h"
+
+namespace stripefs {
+
+// A drive as the object store sees it.
+struct DriveSlot {
+  uint32_t id;
+  uint64_t data_offset;  // where the data area starts in the file
+  SegmentAllocator* allocator;
+};
+
+class ObjectStore {
+ public:
+  // Per-object state: the chunk map (loaded on first use) and the lock that
+  // orders writes against reads of the same object.
+  struct Object {
+    uint64_t ino = 0;
+    std::string uri;
+    uint64_t hash = 0;
+    uint32_t chunk_size = 0;
+    uint32_t replicas = 1;
+    const PlacementStrategy* strategy = nullptr;
+    std::shared_mutex mu;
+    bool loaded = false;                          // GUARDED_BY(mu)
+    std::map<uint64_t, meta::ChunkRecord> chunks; // GUARDED_BY(mu)
+  };
+
+  // Does not own its arguments; they outlive the store.
+  ObjectStore(meta::KvStore* kv, meta::Namespace* ns, IoBackend* io, std::vector<DriveSlot> drives);
+
+  // The shared state of a regular file, created on first use.
+  Result<std::shared_ptr<Object>> object(const meta::InodeRecord& inode);
+  // Drops the cached state of an object nobody uses.
+  void forget(uint64_t ino);
+
+  // Reads [offset, offset+len) into out; holes and bytes past the written
+  // data read as zeros. The caller clips len to the file size.
+  // kCorruption when no replica of a block matches its checksum.
+  Status read(Object& obj, uint64_t offset, size_t len, char* out);
+  // Writes data at offset and commits it with the inode's new size and mtime.
+  // kNoSpace when the pool is full (nothing of this call is then stored).
+  Result<meta::InodeRecord> write(Object& obj, uint64_t offset, const char* data, size_t len);
+  // Sets the size: drops or cuts chunks past it; growing leaves a hole.
+  Result<meta::InodeRecord> truncate(Object& obj, uint64_t size, int64_t mtime_ns);
+  // Gives back reserved but unwritten space at the end of each chunk (on last close).
+  Status trim(Object& obj);
+  // Deletes an orphan: its chunks, inode and xattrs, in one batch.
+  Status reclaim(uint64_t ino);
+  // Makes everything written so far durable: drives flushed, WAL synced.
+  Status sync();
+
+  // Chunk records of an inode, by chunk index, straight from the store.
+  Result<std::map<uint64_t, meta::ChunkRecord>> load_chunks(uint64_t ino);
+  // Bytes given up by commits but not yet reusable (see protocol step 5).
+  uint64_t pending_free_bytes() const;
+
+ private:
+  struct Freed {
+    meta::Extent extent;
+    uint64_t len;
+  };
+  Status ensure_loaded(Object& obj);  // REQUIRES: obj.mu held
+  // Reads blocks [first, first+count) of a chunk into buf, verified, from any good replica.
+  Status read_blocks(const meta::ChunkRecord& rec, uint32_t first, uint32_t count, char* buf);
+  // Reserves len bytes on `replicas` distinct drives chosen by the strategy.
+  Result<std::vector<meta::Extent>> allocate(const Object& obj, uint64_t chunk_index, uint64_t len);
+  void release_now(const std::vector<meta::Extent>& extents, uint64_t len);
+  void release_later(std::vector<Freed> freed);
+  Status sync_and_release();
+  uint64_t device_offset(const meta::Extent& e) const;
+
+  meta::KvStore* kv_;
+  meta::Namespace* ns_;
+  IoBackend* io_;
+  std::vector<DriveSlot> drives_;  // indexed by segment id
+
+  std::mutex objects_mu_;
+  std::map<uint64_t, std::shared_ptr<Object>> objects_;  // GUARDED_BY(objects_mu_)
+  std::map<std::string, std::unique_ptr<PlacementStrategy>> strategies_;  // GUARDED_BY(objects_mu_)
+
+  mutable std::mutex pending_mu_;
+  std::vector<Freed> pending_free_;  // GUARDED_BY(pending_mu_)
+  uint64_t pending_bytes_ = 0;       // GUARDED_BY(pending_mu_)
+  std::vector<bool> dirty_;          // GUARDED_BY(pending_mu_): drives written since the last flush
+};
+
+}  // namespace stripefs

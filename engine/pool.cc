@@ -1,0 +1,553 @@
+// Pool: formatting, opening with drive checks, usage, placement and fsck.
+#include "engine/pool.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/fs.h>
+#include <openssl/rand.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "engine/crc32c.h"
+#include "engine/superblock.h"
+
+namespace stripefs {
+
+using meta::ChunkRecord;
+using meta::InodeRecord;
+
+namespace {
+
+std::string NewUuid() {
+  unsigned char b[16];
+  RAND_bytes(b, sizeof(b));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                     b[15]);
+}
+
+// Size of an open regular file or block device.
+Result<uint64_t> DeviceSize(int fd, const std::string& path) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Status::IOError(fmt::format("cannot stat {}: {}", path, strerror(errno)));
+  if (S_ISBLK(st.st_mode)) {
+    uint64_t bytes = 0;
+    if (ioctl(fd, BLKGETSIZE64, &bytes) != 0) {
+      return Status::IOError(fmt::format("cannot size block device {}: {}", path, strerror(errno)));
+    }
+    return bytes;
+  }
+  if (!S_ISREG(st.st_mode)) return Status::Invalid(fmt::format("{} is neither a regular file nor a block device", path));
+  return static_cast<uint64_t>(st.st_size);
+}
+
+uint64_t UsableCapacity(uint64_t size) {
+  return size <= kDataOffset ? 0 : (size - kDataOffset) / meta::kBlockSize * meta::kBlockSize;
+}
+
+// Opens a drive for data I/O, with O_DIRECT where the file system allows it.
+int OpenDrive(const std::string& path, bool writable) {
+  int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  int fd = open(path.c_str(), flags | O_DIRECT);
+  if (fd < 0 && errno == EINVAL) fd = open(path.c_str(), flags);
+  return fd;
+}
+
+}  // namespace
+
+Result<uint64_t> ParseSize(std::string_view text) {
+  if (text.empty()) return Status::Invalid("empty size");
+  uint64_t value = 0;
+  size_t i = 0;
+  for (; i < text.size() && isdigit(static_cast<unsigned char>(text[i])); ++i) {
+    if (value > (UINT64_MAX - 9) / 10) return Status::Invalid(fmt::format("size '{}' is too large", text));
+    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  if (i == 0) return Status::Invalid(fmt::format("size '{}' does not start with a number", text));
+  std::string_view suffix = text.substr(i);
+  int shift = 0;
+  if (suffix.size() == 1 || (suffix.size() == 3 && (suffix.substr(1) == "iB" || suffix.substr(1) == "ib")) ||
+      (suffix.size() == 2 && (suffix[1] == 'B' || suffix[1] == 'b'))) {
+    switch (toupper(static_cast<unsigned char>(suffix[0]))) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      default: return Status::Invalid(fmt::format("size '{}' has an unknown suffix (use K, M, G or T)", text));
+    }
+  } else if (!suffix.empty()) {
+    return Status::Invalid(fmt::format("size '{}' has an unknown suffix (use K, M, G or T)", text));
+  }
+  if (shift && value > (UINT64_MAX >> shift)) return Status::Invalid(fmt::format("size '{}' is too large", text));
+  return value << shift;
+}
+
+Status FormatPool(const FormatOptions& o, uint32_t root_uid, uint32_t root_gid) {
+  if (o.meta_dir.empty()) return Status::Invalid("--meta DIR is required");
+  if (o.drives.empty()) return Status::Invalid("at least one --drive is required");
+  if (o.chunk_size < (1u << 20) || o.chunk_size > (64u << 20) || (o.chunk_size & (o.chunk_size - 1))) {
+    return Status::Invalid(fmt::format("chunk size {} must be a power of two between 1M and 64M", o.chunk_size));
+  }
+  SFS_RETURN_IF_ERROR(MakeStrategy(o.strategy).status());
+  if (o.replicas < 1 || o.replicas > 3) return Status::Invalid("--replicas must be 1, 2 or 3");
+  if (o.replicas > o.drives.size()) {
+    return Status::Invalid(fmt::format("--replicas {} needs at least {} drives", o.replicas, o.replicas));
+  }
+  std::set<std::string> seen;
+  for (const auto& d : o.drives) {
+    std::error_code ec;
+    auto canon = std::filesystem::weakly_canonical(d.path, ec).string();
+    if (!seen.insert(ec ? d.path : canon).second) return Status::Invalid(fmt::format("drive {} is given twice", d.path));
+  }
+
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(o.meta_dir) / "CURRENT", ec)) {
+    if (!o.force) {
+      return Status::Exists(fmt::format("{} already holds a stripefs pool (use --force to overwrite it)", o.meta_dir));
+    }
+    rocksdb::Options opts;
+    auto s = rocksdb::DestroyDB(o.meta_dir, opts);
+    if (!s.ok()) return Status::IOError(fmt::format("cannot clear {}: {}", o.meta_dir, s.ToString()));
+  } else if (std::filesystem::exists(o.meta_dir, ec) && !std::filesystem::is_directory(o.meta_dir, ec)) {
+    return Status::Invalid(fmt::format("{} exists and is not a directory", o.meta_dir));
+  } else if (std::filesystem::exists(o.meta_dir, ec) && !std::filesystem::is_empty(o.meta_dir, ec) && !o.force) {
+    return Status::Exists(fmt::format("{} is not empty (use --force to format into it anyway)", o.meta_dir));
+  }
+
+  meta::PoolConfig config;
+  config.uuid = NewUuid();
+  config.chunk_size = o.chunk_size;
+  config.strategy = o.strategy;
+  config.replicas = o.replicas;
+
+  // Check every drive before writing any superblock, so a refusal changes nothing.
+  struct Prepared {
+    int fd;
+    uint64_t size;
+  };
+  std::vector<Prepared> prepared;
+  auto close_all = [&] {
+    for (auto& p : prepared) close(p.fd);
+  };
+  for (size_t i = 0; i < o.drives.size(); ++i) {
+    const DriveSpec& d = o.drives[i];
+    int fd = open(d.path.c_str(), O_RDWR | O_CLOEXEC | (d.size ? O_CREAT : 0), 0600);
+    if (fd < 0) {
+      close_all();
+      if (errno == ENOENT) {
+        return Status::NotFound(fmt::format("drive {} does not exist (give a size, PATH:SIZE, to create it)", d.path));
+      }
+      return Status::IOError(fmt::format("cannot open drive {}: {}", d.path, strerror(errno)));
+    }
+    prepared.push_back({fd, 0});
+    auto existing = ReadSuperblock(fd);
+    if (!o.force && (!existing.ok() || existing.value().has_value())) {
+      close_all();
+      return Status::Exists(fmt::format("drive {} already holds a stripefs pool{} (use --force to overwrite it)", d.path,
+                                        existing.ok() ? " " + existing.value()->pool_uuid : ""));
+    }
+    SFS_ASSIGN_OR_RETURN(uint64_t current, DeviceSize(fd, d.path));
+    uint64_t size = d.size ? d.size : current;
+    struct stat st;
+    fstat(fd, &st);
+    if (S_ISBLK(st.st_mode) && d.size > current) {
+      close_all();
+      return Status::Invalid(fmt::format("drive {} has {} bytes, less than the {} asked for", d.path, current, d.size));
+    }
+    if (UsableCapacity(size) < o.chunk_size) {
+      close_all();
+      return Status::Invalid(fmt::format("drive {} is too small: it needs at least {} bytes for one chunk",
+                                         d.path, kDataOffset + o.chunk_size));
+    }
+    prepared.back().size = size;
+  }
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    const DriveSpec& d = o.drives[i];
+    struct stat st;
+    fstat(prepared[i].fd, &st);
+    if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < prepared[i].size &&
+        ftruncate(prepared[i].fd, static_cast<off_t>(prepared[i].size)) != 0) {
+      close_all();
+      return Status::IOError(fmt::format("cannot grow drive {} to {} bytes: {}", d.path, prepared[i].size, strerror(errno)));
+    }
+    Status s = WriteSuperblock(prepared[i].fd, {meta::kFormatVersion, static_cast<uint32_t>(i), config.uuid, prepared[i].size});
+    if (!s.ok()) {
+      close_all();
+      return Status(s.code(), fmt::format("drive {}: {}", d.path, s.message()));
+    }
+    std::error_code ec2;
+    std::string abs = std::filesystem::absolute(d.path, ec2).string();
+    config.segments.push_back({static_cast<uint32_t>(i), "drive", ec2 ? d.path : abs, UsableCapacity(prepared[i].size)});
+  }
+  close_all();
+  if (o.ram_size) {
+    config.segments.push_back({static_cast<uint32_t>(o.drives.size()), "ram", "ram", o.ram_size / meta::kBlockSize * meta::kBlockSize});
+  }
+
+  std::filesystem::create_directories(o.meta_dir, ec);
+  SFS_ASSIGN_OR_RETURN(auto kv, meta::OpenRocksKvStore(o.meta_dir, meta::OpenMode::kCreate));
+  meta::Transaction txn;
+  txn.put(meta::ConfigKey(), meta::EncodeConfig(config));
+  meta::Namespace::Format(&txn, root_uid, root_gid);
+  return kv->commit(txn, true);
+}
+
+Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(meta_dir, ec)) {
+    return Status::NotFound(fmt::format("{} is not a directory (give the pool's --meta directory)", meta_dir));
+  }
+  if (!std::filesystem::exists(std::filesystem::path(meta_dir) / "CURRENT", ec)) {
+    return Status::NotFound(fmt::format("{} holds no stripefs pool (format one with `stripefs mkfs`)", meta_dir));
+  }
+  std::unique_ptr<Pool> pool(new Pool);
+  pool->meta_dir_ = meta_dir;
+  SFS_ASSIGN_OR_RETURN(pool->kv_, meta::OpenRocksKvStore(meta_dir, mode == Mode::kInspect ? meta::OpenMode::kReadOnly
+                                                                                          : meta::OpenMode::kReadWrite));
+  std::string raw;
+  Status s = pool->kv_->get(meta::ConfigKey(), &raw);
+  if (s.code() == Code::kNotFound) return Status::Corruption(fmt::format("{} has no pool configuration", meta_dir));
+  SFS_RETURN_IF_ERROR(s);
+  SFS_ASSIGN_OR_RETURN(pool->config_, meta::DecodeConfig(raw));
+  SFS_ASSIGN_OR_RETURN(pool->ns_, meta::Namespace::Open(pool->kv_.get(), pool->config_.uuid));
+  SFS_RETURN_IF_ERROR(pool->open_drives(mode));
+  if (mode != Mode::kCheck) SFS_RETURN_IF_ERROR(pool->rebuild_allocators());
+  std::vector<DriveSlot> slots;
+  for (const auto& seg : pool->config_.segments) {
+    slots.push_back({seg.id, kDataOffset, seg.kind == "drive" ? pool->allocators_[seg.id].get() : nullptr});
+  }
+  pool->io_ = NewUringBackend(pool->fds_);
+  pool->store_ = std::make_unique<ObjectStore>(pool->kv_.get(), pool->ns_.get(), pool->io_.get(), std::move(slots));
+  if (mode == Mode::kMount) {
+    pool->mounted_ = true;
+    // Orphans: files unlinked while open when the last daemon stopped.
+    SFS_ASSIGN_OR_RETURN(auto orphans, pool->ns_->orphans());
+    for (uint64_t ino : orphans) SFS_RETURN_IF_ERROR(pool->store_->reclaim(ino));
+    SFS_RETURN_IF_ERROR(pool->store_->sync());
+  }
+  return pool;
+}
+
+Pool::~Pool() {
+  if (store_ && mounted_) store_->sync().message();  // best effort: errors were reported to fsync callers
+  store_.reset();
+  io_.reset();
+  for (int fd : fds_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+Status Pool::open_drives(Mode mode) {
+  for (const auto& seg : config_.segments) {
+    if (seg.kind != "drive") {
+      fds_.push_back(-1);
+      allocators_.push_back(nullptr);
+      continue;
+    }
+    auto name = fmt::format("drive {} ({})", seg.id, seg.path);
+    int fd = OpenDrive(seg.path, mode != Mode::kInspect);
+    if (fd < 0) {
+      if (errno == ENOENT) return Status::NotFound(fmt::format("{} is missing", name));
+      return Status::IOError(fmt::format("cannot open {}: {}", name, strerror(errno)));
+    }
+    fds_.push_back(fd);
+    auto sb = ReadSuperblock(fd);
+    if (!sb.ok()) return Status::Corruption(fmt::format("{}: {}", name, sb.status().message()));
+    if (!sb.value()) return Status::Corruption(fmt::format("{} holds no stripefs superblock", name));
+    const Superblock& super = *sb.value();
+    if (super.pool_uuid != config_.uuid) {
+      return Status::Corruption(fmt::format("{} belongs to another pool ({}, this pool is {})", name, super.pool_uuid,
+                                            config_.uuid));
+    }
+    if (super.segment_id != seg.id) {
+      return Status::Corruption(fmt::format("{} is segment {} of this pool, not segment {}: the drives are in the wrong order",
+                                            name, super.segment_id, seg.id));
+    }
+    SFS_ASSIGN_OR_RETURN(uint64_t size, DeviceSize(fd, seg.path));
+    if (size < kDataOffset + seg.capacity) {
+      return Status::Corruption(fmt::format("{} is truncated: {} bytes, the pool needs {}", name, size,
+                                            kDataOffset + seg.capacity));
+    }
+    allocators_.push_back(NewBestFitAllocator(seg.capacity, meta::kBlockSize));
+  }
+  return Status::OK();
+}
+
+Status Pool::rebuild_allocators() {
+  Status bad;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefixAll(), [&](std::string_view k, std::string_view v) {
+    auto rec = meta::DecodeChunk(v);
+    if (!rec.ok()) {
+      bad = rec.status();
+      return false;
+    }
+    for (const auto& e : rec->replicas) {
+      if (e.segment >= allocators_.size() || !allocators_[e.segment]) {
+        bad = Status::Corruption(fmt::format("a chunk of inode {} names unknown segment {}", meta::InoFromKey(k), e.segment));
+        return false;
+      }
+      Status s = allocators_[e.segment]->mark_used(e.offset, rec->capacity);
+      if (!s.ok()) {
+        bad = Status::Corruption(fmt::format("chunk {} of inode {} on segment {}: {} (run `stripefs fsck`)",
+                                             meta::ChunkIndexFromKey(k), meta::InoFromKey(k), e.segment, s.message()));
+        return false;
+      }
+    }
+    return true;
+  }));
+  return bad;
+}
+
+uint64_t Pool::drive_capacity() const {
+  uint64_t total = 0;
+  for (const auto& a : allocators_) total += a ? a->capacity() : 0;
+  return total;
+}
+
+uint64_t Pool::drive_free() const {
+  uint64_t total = 0;
+  for (const auto& a : allocators_) total += a ? a->free_bytes() : 0;
+  return total + store_->pending_free_bytes();
+}
+
+Result<std::vector<SegmentUsage>> Pool::usage() {
+  std::vector<SegmentUsage> out;
+  uint64_t pending = store_->pending_free_bytes();
+  (void)pending;
+  for (const auto& seg : config_.segments) {
+    uint64_t used = 0;
+    if (seg.kind == "drive" && allocators_[seg.id]) used = seg.capacity - allocators_[seg.id]->free_bytes();
+    out.push_back({seg.id, seg.kind, seg.path, seg.capacity, used});
+  }
+  return out;
+}
+
+Result<InodeRecord> Pool::resolve(const std::string& path) {
+  SFS_ASSIGN_OR_RETURN(InodeRecord at, ns_->get(meta::kRootIno));
+  for (const auto& part : std::filesystem::path(path)) {
+    std::string name = part.string();
+    if (name.empty() || name == "/" || name == ".") continue;
+    SFS_ASSIGN_OR_RETURN(at, ns_->lookup(at.ino, name));
+  }
+  return at;
+}
+
+Result<nlohmann::json> Pool::placement(const InodeRecord& inode, const std::string& path) {
+  if ((inode.mode & S_IFMT) != S_IFREG) return Status(Code::kIsDirectory, path + " is not a regular file");
+  SFS_ASSIGN_OR_RETURN(auto chunks, store_->load_chunks(inode.ino));
+  nlohmann::json j;
+  j["path"] = path;
+  j["uri"] = inode.uri;
+  j["size"] = inode.size;
+  j["chunk_size"] = inode.chunk_size;
+  j["chunks"] = nlohmann::json::array();
+  for (const auto& [index, rec] : chunks) {
+    nlohmann::json c;
+    c["index"] = index;
+    c["offset"] = index * inode.chunk_size;
+    c["length"] = rec.length;
+    c["replicas"] = nlohmann::json::array();
+    for (const auto& e : rec.replicas) {
+      c["replicas"].push_back({{"segment", e.segment},
+                               {"path", config_.segments.at(e.segment).path},
+                               {"offset", kDataOffset + e.offset},
+                               {"length", rec.length}});
+    }
+    j["chunks"].push_back(std::move(c));
+  }
+  return j;
+}
+
+Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string>* notes) {
+  std::vector<std::string> problems;
+  auto problem = [&](std::string p) { problems.push_back(std::move(p)); };
+
+  std::map<uint64_t, InodeRecord> inodes;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::InodePrefixAll(), [&](std::string_view k, std::string_view v) {
+    auto r = meta::DecodeInode(v);
+    if (!r.ok()) {
+      problem(fmt::format("inode {}: record cannot be decoded", meta::InoFromKey(k)));
+    } else if (r->ino != meta::InoFromKey(k)) {
+      problem(fmt::format("inode {}: record claims to be inode {}", meta::InoFromKey(k), r->ino));
+    } else {
+      inodes[r->ino] = r.value();
+    }
+    return true;
+  }));
+  if (!inodes.count(meta::kRootIno)) problem("the root directory (inode 1) is missing");
+
+  std::string raw;
+  if (kv_->get(meta::NextInoKey(), &raw).ok()) {
+    auto next = meta::DecodeU64Value(raw);
+    if (!next.ok()) problem("the inode counter cannot be decoded");
+    else if (!inodes.empty() && inodes.rbegin()->first >= next.value()) {
+      problem(fmt::format("the inode counter ({}) is not above the highest inode ({})", next.value(), inodes.rbegin()->first));
+    }
+  } else {
+    problem("the inode counter is missing");
+  }
+
+  std::map<uint64_t, uint32_t> links, subdirs;
+  std::map<uint64_t, uint64_t> dir_parent;  // directory -> the directory whose entry names it
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::DirPrefixAll(), [&](std::string_view k, std::string_view v) {
+    uint64_t parent = meta::InoFromKey(k);
+    std::string name(meta::NameFromKey(k));
+    auto e = meta::DecodeDirEntry(v);
+    if (!e.ok()) {
+      problem(fmt::format("entry '{}' in directory {}: cannot be decoded", name, parent));
+      return true;
+    }
+    auto p = inodes.find(parent);
+    if (p == inodes.end() || !S_ISDIR(p->second.mode)) {
+      problem(fmt::format("entry '{}' lives in {} which is not a directory", name, parent));
+    }
+    auto c = inodes.find(e->ino);
+    if (c == inodes.end()) {
+      problem(fmt::format("entry '{}' in directory {} points at missing inode {}", name, parent, e->ino));
+      return true;
+    }
+    if ((c->second.mode & S_IFMT) != e->type) {
+      problem(fmt::format("entry '{}' in directory {}: type differs from inode {}", name, parent, e->ino));
+    }
+    links[e->ino]++;
+    if (S_ISDIR(c->second.mode)) {
+      subdirs[parent]++;
+      if (dir_parent.count(e->ino)) problem(fmt::format("directory {} has more than one entry", e->ino));
+      dir_parent[e->ino] = parent;
+    }
+    return true;
+  }));
+
+  std::set<uint64_t> orphans;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::OrphanPrefixAll(), [&](std::string_view k, std::string_view) {
+    uint64_t ino = meta::InoFromKey(k);
+    orphans.insert(ino);
+    auto it = inodes.find(ino);
+    if (it == inodes.end()) problem(fmt::format("orphan mark for missing inode {}", ino));
+    else if (it->second.nlink != 0) problem(fmt::format("inode {} is marked orphan but has {} links", ino, it->second.nlink));
+    return true;
+  }));
+
+  for (const auto& [ino, r] : inodes) {
+    if (S_ISDIR(r.mode)) {
+      uint32_t want = 2 + subdirs[ino];
+      if (r.nlink != want) problem(fmt::format("directory {}: link count {} but {} expected", ino, r.nlink, want));
+      if (ino != meta::kRootIno) {
+        if (!dir_parent.count(ino)) problem(fmt::format("directory {} is not in any directory", ino));
+        else if (dir_parent[ino] != r.parent) {
+          problem(fmt::format("directory {}: parent recorded as {} but it lives in {}", ino, r.parent, dir_parent[ino]));
+        }
+      }
+    } else if (r.nlink != links[ino]) {
+      problem(fmt::format("inode {}: link count {} but {} entries name it", ino, r.nlink, links[ino]));
+    } else if (r.nlink == 0 && !orphans.count(ino)) {
+      problem(fmt::format("inode {} has no links and no orphan mark (leaked)", ino));
+    }
+  }
+  if (notes && !orphans.empty()) {
+    notes->push_back(fmt::format("{} unlinked inode(s) still held open at the last stop; the next mount reclaims them",
+                                 orphans.size()));
+  }
+
+  struct Placed {
+    uint64_t offset, len, ino, index;
+  };
+  std::map<uint32_t, std::vector<Placed>> by_segment;
+  std::map<uint64_t, uint64_t> footprint;
+  std::vector<uint64_t> verified_blocks(1, 0);
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefixAll(), [&](std::string_view k, std::string_view v) {
+    uint64_t ino = meta::InoFromKey(k), index = meta::ChunkIndexFromKey(k);
+    std::string where = fmt::format("chunk {} of inode {}", index, ino);
+    auto rec = meta::DecodeChunk(v);
+    if (!rec.ok()) {
+      problem(where + ": record cannot be decoded");
+      return true;
+    }
+    auto it = inodes.find(ino);
+    if (it == inodes.end() || !S_ISREG(it->second.mode)) {
+      problem(where + ": belongs to no regular file");
+      return true;
+    }
+    const InodeRecord& file = it->second;
+    if (index * file.chunk_size + rec->length > file.size) {
+      problem(fmt::format("{}: holds data past the end of the file ({} bytes)", where, file.size));
+    }
+    if (rec->capacity % meta::kBlockSize || rec->capacity < rec->blocks() * meta::kBlockSize ||
+        rec->capacity > file.chunk_size || rec->length == 0) {
+      problem(fmt::format("{}: length {} and reserved {} do not fit", where, rec->length, rec->capacity));
+    }
+    std::set<uint32_t> segs;
+    for (const auto& e : rec->replicas) {
+      if (e.segment >= config_.segments.size() || config_.segments[e.segment].kind != "drive") {
+        problem(fmt::format("{}: names unknown drive {}", where, e.segment));
+        continue;
+      }
+      if (!segs.insert(e.segment).second) problem(fmt::format("{}: two replicas on drive {}", where, e.segment));
+      const auto& seg = config_.segments[e.segment];
+      if (e.offset % meta::kBlockSize || e.offset + rec->capacity > seg.capacity) {
+        problem(fmt::format("{}: extent {}+{} lies outside drive {}", where, e.offset, rec->capacity, e.segment));
+      }
+      by_segment[e.segment].push_back({e.offset, rec->capacity, ino, index});
+      footprint[ino] += rec->capacity;
+    }
+    if (rec->replicas.empty()) problem(where + ": has no replica");
+    if (verify && !rec->replicas.empty() && rec->length > 0) {
+      for (const auto& e : rec->replicas) {
+        if (e.segment >= fds_.size() || fds_[e.segment] < 0) continue;
+        std::vector<char> block(meta::kBlockSize);
+        for (uint32_t b = 0; b < rec->blocks(); ++b) {
+          ssize_t n = pread(fds_[e.segment], block.data(), block.size(), static_cast<off_t>(kDataOffset + e.offset + uint64_t{b} * meta::kBlockSize));
+          if (n != static_cast<ssize_t>(block.size())) {
+            problem(fmt::format("{}: block {} on drive {} cannot be read", where, b, e.segment));
+            break;
+          }
+          verified_blocks[0]++;
+          if (!rec->block_matches(b, Crc32c(block.data(), block.size()))) {
+            problem(fmt::format("{}: block {} on drive {} fails its checksum", where, b, e.segment));
+          }
+        }
+      }
+    }
+    return true;
+  }));
+  for (auto& [seg, extents] : by_segment) {
+    std::sort(extents.begin(), extents.end(), [](const Placed& a, const Placed& b) { return a.offset < b.offset; });
+    for (size_t i = 1; i < extents.size(); ++i) {
+      const Placed& a = extents[i - 1];
+      const Placed& b = extents[i];
+      if (a.offset + a.len > b.offset) {
+        problem(fmt::format("drive {}: chunk {} of inode {} overlaps chunk {} of inode {}", seg, a.index, a.ino, b.index, b.ino));
+      }
+    }
+  }
+  for (const auto& [ino, r] : inodes) {
+    if (S_ISREG(r.mode) && footprint[ino] != r.allocated) {
+      problem(fmt::format("inode {}: accounts {} bytes of space but its chunks hold {}", ino, r.allocated, footprint[ino]));
+    }
+  }
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::XattrPrefixAll(), [&](std::string_view k, std::string_view) {
+    if (!inodes.count(meta::InoFromKey(k))) problem(fmt::format("extended attribute of missing inode {}", meta::InoFromKey(k)));
+    return true;
+  }));
+  if (notes) {
+    uint64_t chunks = 0;
+    for (auto& [s, e] : by_segment) chunks += e.size();
+    notes->push_back(fmt::format("{} inodes, {} chunk replicas checked", inodes.size(), chunks));
+    if (verify) notes->push_back(fmt::format("{} blocks read and verified", verified_blocks[0]));
+  }
+  return problems;
+}
+
+}  // namespace stripefs

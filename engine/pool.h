@@ -1,0 +1,95 @@
+// A pool: its metadata store, its drives (each with a superblock naming the
+// pool), their allocators, the namespace and the object store on top.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/io_backend.h"
+#include "engine/object_store.h"
+#include "meta/kv_store.h"
+#include "meta/namespace.h"
+
+namespace stripefs {
+
+inline constexpr uint64_t kDataOffset = 1 << 20;  // the data area starts after the superblock
+
+struct DriveSpec {
+  std::string path;
+  uint64_t size = 0;  // 0: use the existing file or device size
+};
+
+struct FormatOptions {
+  std::string meta_dir;
+  std::vector<DriveSpec> drives;
+  uint64_t ram_size = 0;
+  uint32_t chunk_size = 4u << 20;
+  std::string strategy = "striped";
+  uint32_t replicas = 1;
+  bool force = false;  // overwrite drives and a metadata dir that hold a pool
+};
+
+struct SegmentUsage {
+  uint32_t id;
+  std::string kind;
+  std::string path;
+  uint64_t capacity;
+  uint64_t used;
+};
+
+// Validates options, writes a superblock to every drive and creates the metadata store.
+Status FormatPool(const FormatOptions& options, uint32_t root_uid, uint32_t root_gid);
+
+// Parses "4M", "1G", "512" (powers of 1024).
+Result<uint64_t> ParseSize(std::string_view text);
+
+class Pool {
+ public:
+  enum class Mode {
+    kMount,     // read-write, exclusive; rebuilds allocators and reclaims orphans
+    kCheck,     // read-write lock held, nothing changed (fsck)
+    kInspect,   // read-only, works beside a running daemon (placement, df)
+  };
+  // Opens the pool whose metadata lives in meta_dir. Refuses a missing, foreign,
+  // reordered or truncated drive with a message naming it.
+  static Result<std::unique_ptr<Pool>> Open(const std::string& meta_dir, Mode mode);
+  ~Pool();
+
+  const meta::PoolConfig& config() const { return config_; }
+  meta::KvStore& kv() { return *kv_; }
+  meta::Namespace& ns() { return *ns_; }
+  ObjectStore& store() { return *store_; }
+
+  // Capacity and used bytes of every segment (drives from the allocators when
+  // mounted, from the chunk records otherwise; RAM as configured).
+  Result<std::vector<SegmentUsage>> usage();
+  uint64_t drive_capacity() const;
+  uint64_t drive_free() const;
+  // The placement contract's JSON for a regular file.
+  Result<nlohmann::json> placement(const meta::InodeRecord& inode, const std::string& path);
+  // Resolves an absolute path inside the pool ("/a/b").
+  Result<meta::InodeRecord> resolve(const std::string& path);
+  // Every inconsistency found, one line each; empty when clean. With verify,
+  // also reads every block and checks its checksum.
+  Result<std::vector<std::string>> fsck(bool verify, std::vector<std::string>* notes);
+
+ private:
+  Pool() = default;
+  Status open_drives(Mode mode);
+  Status rebuild_allocators();
+
+  std::string meta_dir_;
+  meta::PoolConfig config_;
+  std::unique_ptr<meta::KvStore> kv_;
+  std::unique_ptr<meta::Namespace> ns_;
+  std::vector<int> fds_;  // by segment id; -1 for RAM
+  std::vector<std::unique_ptr<SegmentAllocator>> allocators_;  // by segment id; null for RAM
+  std::unique_ptr<IoBackend> io_;
+  std::unique_ptr<ObjectStore> store_;
+  bool mounted_ = false;
+};
+
+}  // namespace stripefs

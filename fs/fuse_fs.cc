@@ -1,0 +1,539 @@
+// FUSE low-level operations over a Pool.
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "fs/fuse_fs.h"
+
+namespace stripefs::fs {
+namespace {
+
+using meta::InodeRecord;
+
+constexpr double kTimeout = 1.0;  // entry and attribute cache, seconds
+constexpr const char* kPlacementXattr = "user.stripefs.placement";
+constexpr const char* kDfXattr = "user.stripefs.df";
+
+struct FileHandle {
+  std::shared_ptr<ObjectStore::Object> obj;
+};
+
+struct DirHandle {
+  std::vector<meta::Listing> entries;  // snapshot taken at opendir; "." and ".." first
+};
+
+class Frontend {
+ public:
+  explicit Frontend(Pool* pool) : pool_(pool) {}
+
+  Pool& pool() { return *pool_; }
+  meta::Namespace& ns() { return pool_->ns(); }
+  ObjectStore& store() { return pool_->store(); }
+
+  // Open-handle counts decide when an unlinked file's space goes back.
+  void opened(uint64_t ino) {
+    std::lock_guard lock(mu_);
+    opens_[ino]++;
+  }
+  // Returns true when this was the last handle.
+  bool closed(uint64_t ino) {
+    std::lock_guard lock(mu_);
+    if (--opens_[ino] > 0) return false;
+    opens_.erase(ino);
+    return true;
+  }
+  bool is_open(uint64_t ino) {
+    std::lock_guard lock(mu_);
+    return opens_.count(ino) > 0;
+  }
+  // An inode that lost its last link is reclaimed now unless a handle holds it.
+  void maybe_reclaim(const InodeRecord& r) {
+    if (S_ISDIR(r.mode)) return;  // directories are deleted by rmdir itself
+    if (r.nlink != 0 || is_open(r.ino)) return;
+    Status s = store().reclaim(r.ino);
+    if (!s.ok()) spdlog::error("reclaiming inode {}: {} (the next mount retries)", r.ino, s.message());
+  }
+
+ private:
+  Pool* pool_;
+  std::mutex mu_;
+  std::unordered_map<uint64_t, int> opens_;  // GUARDED_BY(mu_)
+};
+
+Frontend* F(fuse_req_t req) { return static_cast<Frontend*>(fuse_req_userdata(req)); }
+
+struct timespec ToTimespec(int64_t ns) {
+  return {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+}
+
+struct stat ToStat(const InodeRecord& r) {
+  struct stat st {};
+  st.st_ino = r.ino;
+  st.st_mode = r.mode;
+  st.st_nlink = r.nlink;
+  st.st_uid = r.uid;
+  st.st_gid = r.gid;
+  st.st_rdev = r.rdev;
+  st.st_size = S_ISDIR(r.mode) ? 4096 : static_cast<off_t>(r.size);
+  st.st_blksize = 1 << 20;
+  st.st_blocks = static_cast<blkcnt_t>((S_ISDIR(r.mode) ? 4096 : r.allocated) / 512);
+  st.st_atim = ToTimespec(r.atime_ns);
+  st.st_mtim = ToTimespec(r.mtime_ns);
+  st.st_ctim = ToTimespec(r.ctime_ns);
+  return st;
+}
+
+fuse_entry_param ToEntry(const InodeRecord& r) {
+  fuse_entry_param e{};
+  e.ino = r.ino;
+  e.generation = 1;
+  e.attr = ToStat(r);
+  e.attr_timeout = kTimeout;
+  e.entry_timeout = kTimeout;
+  return e;
+}
+
+// Replies with the errno of s, logging what the user cannot see from errno alone.
+void ReplyError(fuse_req_t req, const Status& s, const char* op) {
+  int err = ToErrno(s);
+  if (err == EIO || err == ENOSPC) spdlog::error("{}: {}", op, s.message());
+  fuse_reply_err(req, err);
+}
+
+template <typename T>
+bool Failed(fuse_req_t req, const Result<T>& r, const char* op) {
+  if (r.ok()) return false;
+  ReplyError(req, r.status(), op);
+  return true;
+}
+
+void ReplyEntry(fuse_req_t req, const Result<InodeRecord>& r, const char* op) {
+  if (Failed(req, r, op)) return;
+  fuse_entry_param e = ToEntry(r.value());
+  fuse_reply_entry(req, &e);
+}
+
+void OpInit(void* userdata, fuse_conn_info* conn) {
+  conn->max_write = 1 << 20;
+  conn->max_readahead = 1 << 20;
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+}
+
+void OpDestroy(void* userdata) {
+  auto* f = static_cast<Frontend*>(userdata);
+  Status s = f->store().sync();
+  if (!s.ok()) spdlog::error("final flush: {}", s.message());
+}
+
+void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto r = F(req)->ns().lookup(parent, name);
+  if (!r.ok() && r.status().code() == Code::kNotFound) {
+    // A negative entry, cached like a positive one: every change goes through this daemon.
+    fuse_entry_param e{};
+    e.entry_timeout = kTimeout;
+    fuse_reply_entry(req, &e);
+    return;
+  }
+  ReplyEntry(req, r, "lookup");
+}
+
+void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto r = F(req)->ns().get(ino);
+  if (Failed(req, r, "getattr")) return;
+  struct stat st = ToStat(r.value());
+  fuse_reply_attr(req, &st, kTimeout);
+}
+
+void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  Frontend* f = F(req);
+  auto r = f->ns().get(ino);
+  if (Failed(req, r, "setattr")) return;
+  int64_t now = meta::NowNs();
+  if (to_set & FUSE_SET_ATTR_SIZE) {
+    if (!S_ISREG(r->mode)) return (void)fuse_reply_err(req, S_ISDIR(r->mode) ? EISDIR : EINVAL);
+    std::shared_ptr<ObjectStore::Object> obj;
+    if (fi && fi->fh) {
+      obj = reinterpret_cast<FileHandle*>(fi->fh)->obj;
+    } else {
+      auto o = f->store().object(r.value());
+      if (Failed(req, o, "truncate")) return;
+      obj = o.value();
+    }
+    r = f->store().truncate(*obj, static_cast<uint64_t>(attr->st_size), now);
+    if (Failed(req, r, "truncate")) return;
+  }
+  meta::AttrChange c;
+  if (to_set & FUSE_SET_ATTR_MODE) c.mode = attr->st_mode;
+  if (to_set & FUSE_SET_ATTR_UID) c.uid = attr->st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) c.gid = attr->st_gid;
+  if (to_set & FUSE_SET_ATTR_ATIME) c.atime_ns = int64_t{attr->st_atim.tv_sec} * 1000000000 + attr->st_atim.tv_nsec;
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) c.atime_ns = now;
+  if (to_set & FUSE_SET_ATTR_MTIME) c.mtime_ns = int64_t{attr->st_mtim.tv_sec} * 1000000000 + attr->st_mtim.tv_nsec;
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) c.mtime_ns = now;
+  if (c.mode || c.uid || c.gid || c.atime_ns || c.mtime_ns || (to_set & FUSE_SET_ATTR_CTIME)) {
+    r = f->ns().setattr(ino, c);
+    if (Failed(req, r, "setattr")) return;
+  }
+  struct stat st = ToStat(r.value());
+  fuse_reply_attr(req, &st, kTimeout);
+}
+
+void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
+  auto r = F(req)->ns().get(ino);
+  if (Failed(req, r, "readlink")) return;
+  if (!S_ISLNK(r->mode)) return (void)fuse_reply_err(req, EINVAL);
+  fuse_reply_readlink(req, r->symlink.c_str());
+}
+
+// Ownership of a new inode: the caller's uid; the gid of a set-group-ID parent, else the caller's.
+meta::NewInode NewFor(fuse_req_t req, fuse_ino_t parent, uint32_t mode) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  Frontend* f = F(req);
+  meta::NewInode n;
+  n.mode = mode;
+  n.uid = ctx->uid;
+  n.gid = ctx->gid;
+  auto dir = f->ns().get(parent);
+  if (dir.ok() && (dir->mode & S_ISGID)) {
+    n.gid = dir->gid;
+    if (S_ISDIR(mode)) n.mode |= S_ISGID;
+  }
+  const auto& cfg = f->pool().config();
+  n.chunk_size = cfg.chunk_size;
+  n.strategy = cfg.strategy;
+  n.replicas = cfg.replicas;
+  return n;
+}
+
+void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  meta::NewInode n = NewFor(req, parent, mode);
+  n.rdev = rdev;
+  ReplyEntry(req, F(req)->ns().create(parent, name, n), "mknod");
+}
+
+void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  ReplyEntry(req, F(req)->ns().create(parent, name, NewFor(req, parent, S_IFDIR | (mode & 07777))), "mkdir");
+}
+
+void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  meta::NewInode n = NewFor(req, parent, S_IFLNK | 0777);
+  n.symlink = target;
+  ReplyEntry(req, F(req)->ns().create(parent, name, n), "symlink");
+}
+
+void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char* name) {
+  ReplyEntry(req, F(req)->ns().link(ino, parent, name), "link");
+}
+
+void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto r = F(req)->ns().unlink(parent, name);
+  if (Failed(req, r, "unlink")) return;
+  F(req)->maybe_reclaim(r.value());
+  fuse_reply_err(req, 0);
+}
+
+void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Status s = F(req)->ns().rmdir(parent, name);
+  fuse_reply_err(req, ToErrno(s));
+}
+
+void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+              unsigned int flags) {
+  auto r = F(req)->ns().rename(parent, name, newparent, newname, flags);
+  if (Failed(req, r, "rename")) return;
+  if (r.value()) F(req)->maybe_reclaim(*r.value());
+  fuse_reply_err(req, 0);
+}
+
+void OpenFile(fuse_req_t req, const InodeRecord& r, fuse_file_info* fi, bool created) {
+  Frontend* f = F(req);
+  auto obj = f->store().object(r);
+  if (Failed(req, obj, "open")) return;
+  auto* h = new FileHandle{obj.value()};
+  fi->fh = reinterpret_cast<uint64_t>(h);
+  f->opened(r.ino);
+  if (created) {
+    fuse_entry_param e = ToEntry(r);
+    if (fuse_reply_create(req, &e, fi) != 0) {
+      f->closed(r.ino);
+      delete h;
+    }
+  } else if (fuse_reply_open(req, fi) != 0) {
+    f->closed(r.ino);
+    delete h;
+  }
+}
+
+void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto r = F(req)->ns().get(ino);
+  if (Failed(req, r, "open")) return;
+  if (S_ISDIR(r->mode)) return (void)fuse_reply_err(req, EISDIR);
+  if (!S_ISREG(r->mode)) return (void)fuse_reply_err(req, ENXIO);
+  OpenFile(req, r.value(), fi, false);
+}
+
+void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  auto r = F(req)->ns().create(parent, name, NewFor(req, parent, S_IFREG | (mode & 07777)));
+  if (Failed(req, r, "create")) return;
+  OpenFile(req, r.value(), fi, true);
+}
+
+void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  Frontend* f = F(req);
+  auto r = f->ns().get(ino);
+  if (Failed(req, r, "read")) return;
+  uint64_t file_size = r->size;
+  if (static_cast<uint64_t>(off) >= file_size) return (void)fuse_reply_buf(req, nullptr, 0);
+  size = static_cast<size_t>(std::min<uint64_t>(size, file_size - static_cast<uint64_t>(off)));
+  std::unique_ptr<char[]> buf(new char[size]);
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  Status s = f->store().read(*h->obj, static_cast<uint64_t>(off), size, buf.get());
+  if (!s.ok()) return ReplyError(req, s, "read");
+  fuse_reply_buf(req, buf.get(), size);
+}
+
+void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  auto r = F(req)->store().write(*h->obj, static_cast<uint64_t>(off), buf, size);
+  if (Failed(req, r, "write")) return;
+  fuse_reply_write(req, size);
+}
+
+void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Frontend* f = F(req);
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  if (f->closed(ino)) {
+    Status s = f->store().trim(*h->obj);
+    if (!s.ok()) spdlog::warn("giving back unused space of inode {}: {}", ino, s.message());
+    auto r = f->ns().get(ino);
+    if (r.ok()) f->maybe_reclaim(r.value());
+  }
+  delete h;
+  fuse_reply_err(req, 0);
+}
+
+void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
+  Status s = F(req)->store().sync();
+  if (!s.ok()) return ReplyError(req, s, "fsync");
+  fuse_reply_err(req, 0);
+}
+
+void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Frontend* f = F(req);
+  auto dir = f->ns().get(ino);
+  if (Failed(req, dir, "opendir")) return;
+  auto list = f->ns().list(ino);
+  if (Failed(req, list, "opendir")) return;
+  auto* h = new DirHandle;
+  h->entries.push_back({".", {ino, S_IFDIR}});
+  h->entries.push_back({"..", {dir->parent ? dir->parent : ino, S_IFDIR}});
+  for (auto& l : list.value()) h->entries.push_back(std::move(l));
+  fi->fh = reinterpret_cast<uint64_t>(h);
+  if (fuse_reply_open(req, fi) != 0) delete h;
+}
+
+void ReadDir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  auto* h = reinterpret_cast<DirHandle*>(fi->fh);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
+    const auto& l = h->entries[i];
+    size_t n;
+    if (plus) {
+      fuse_entry_param e{};
+      bool dots = l.name == "." || l.name == "..";
+      if (!dots) {
+        auto r = F(req)->ns().get(l.entry.ino);
+        if (!r.ok()) continue;  // removed since opendir
+        e = ToEntry(r.value());
+      } else {
+        e.attr.st_ino = l.entry.ino;
+        e.attr.st_mode = S_IFDIR;
+      }
+      n = fuse_add_direntry_plus(req, buf.data() + used, size - used, l.name.c_str(), &e, static_cast<off_t>(i + 1));
+    } else {
+      struct stat st {};
+      st.st_ino = l.entry.ino;
+      st.st_mode = l.entry.type;
+      n = fuse_add_direntry(req, buf.data() + used, size - used, l.name.c_str(), &st, static_cast<off_t>(i + 1));
+    }
+    if (n > size - used) break;
+    used += n;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDir(req, ino, size, off, fi, false);
+}
+void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDir(req, ino, size, off, fi, true);
+}
+void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
+  Status s = F(req)->pool().kv().sync();
+  fuse_reply_err(req, ToErrno(s));
+}
+
+void OpStatfs(fuse_req_t req, fuse_ino_t) {
+  Pool& p = F(req)->pool();
+  struct statvfs st {};
+  st.f_bsize = meta::kBlockSize;
+  st.f_frsize = meta::kBlockSize;
+  st.f_blocks = p.drive_capacity() / meta::kBlockSize;
+  st.f_bfree = st.f_bavail = p.drive_free() / meta::kBlockSize;
+  st.f_files = 1ull << 32;
+  st.f_ffree = st.f_favail = (1ull << 32) - 1;
+  st.f_namemax = meta::kNameMax;
+  fuse_reply_statfs(req, &st);
+}
+
+bool IsUserXattr(const char* name) { return std::strncmp(name, "user.", 5) == 0; }
+
+// Read-only attributes the daemon answers: where a file's chunks live, and pool usage.
+Result<std::string> VirtualXattr(Frontend* f, fuse_ino_t ino, const char* name) {
+  if (std::strcmp(name, kPlacementXattr) == 0) {
+    SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
+    SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, ""));
+    return j.dump();
+  }
+  SFS_ASSIGN_OR_RETURN(auto usage, f->pool().usage());
+  nlohmann::json j;
+  j["segments"] = nlohmann::json::array();
+  for (const auto& u : usage) {
+    j["segments"].push_back({{"id", u.id}, {"kind", u.kind}, {"path", u.path}, {"capacity", u.capacity}, {"used", u.used}});
+  }
+  return j.dump();
+}
+
+void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
+  if (size == 0) return (void)fuse_reply_xattr(req, value.size());
+  if (size < value.size()) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, value.data(), value.size());
+}
+
+void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  if (!IsUserXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  if (std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0) return (void)fuse_reply_err(req, EPERM);
+  Status s = F(req)->ns().setxattr(ino, name, std::string_view(value, size), flags);
+  fuse_reply_err(req, ToErrno(s));
+}
+
+void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (!IsUserXattr(name)) return (void)fuse_reply_err(req, ENODATA);
+  if (std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0) {
+    auto v = VirtualXattr(F(req), ino, name);
+    if (Failed(req, v, "getxattr")) return;
+    return ReplyXattr(req, v.value(), size);
+  }
+  auto v = F(req)->ns().getxattr(ino, name);
+  if (Failed(req, v, "getxattr")) return;
+  ReplyXattr(req, v.value(), size);
+}
+
+void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  auto names = F(req)->ns().listxattr(ino);
+  if (Failed(req, names, "listxattr")) return;
+  std::string all;
+  for (const auto& n : names.value()) {
+    all += n;
+    all.push_back('\0');
+  }
+  ReplyXattr(req, all, size);
+}
+
+void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  if (!IsUserXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  Status s = F(req)->ns().removexattr(ino, name);
+  fuse_reply_err(req, ToErrno(s));
+}
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops ops{};
+  ops.init = OpInit;
+  ops.destroy = OpDestroy;
+  ops.lookup = OpLookup;
+  ops.getattr = OpGetattr;
+  ops.setattr = OpSetattr;
+  ops.readlink = OpReadlink;
+  ops.mknod = OpMknod;
+  ops.mkdir = OpMkdir;
+  ops.symlink = OpSymlink;
+  ops.link = OpLink;
+  ops.unlink = OpUnlink;
+  ops.rmdir = OpRmdir;
+  ops.rename = OpRename;
+  ops.open = OpOpen;
+  ops.create = OpCreate;
+  ops.read = OpRead;
+  ops.write = OpWrite;
+  ops.flush = OpFlush;
+  ops.release = OpRelease;
+  ops.fsync = OpFsync;
+  ops.opendir = OpOpendir;
+  ops.readdir = OpReaddir;
+  ops.readdirplus = OpReaddirplus;
+  ops.releasedir = OpReleasedir;
+  ops.fsyncdir = OpFsyncdir;
+  ops.statfs = OpStatfs;
+  ops.setxattr = OpSetxattr;
+  ops.getxattr = OpGetxattr;
+  ops.listxattr = OpListxattr;
+  ops.removexattr = OpRemovexattr;
+  return ops;
+}
+
+}  // namespace
+
+Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready) {
+  Frontend frontend(pool);
+  static const fuse_lowlevel_ops ops = MakeOps();
+
+  std::string opts = fmt::format("fsname=stripefs:{},subtype=stripefs,default_permissions", options.meta_dir);
+  if (geteuid() == 0) opts += ",allow_other";
+  for (const auto& o : options.fuse_options) opts += "," + o;
+  std::vector<std::string> argv_s = {"stripefs", "-o", opts};
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &frontend);
+  if (!se) return Status::Invalid("the mount options were refused (see the message above): " + opts);
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    return Status::IOError("cannot install signal handlers");
+  }
+  if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Status::IOError("cannot mount at " + options.mountpoint);
+  }
+  on_ready();
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  fuse_loop_cfg_set_max_threads(cfg, options.max_threads);
+  fuse_loop_cfg_set_idle_threads(cfg, options.max_threads);
+  int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  if (rc < 0) return Status::IOError(fmt::format("session loop failed: {}", strerror(-rc)));
+  return Status::OK();
+}
+
+}  // namespace stripefs::fs

@@ -1,0 +1,28 @@
+// The FUSE low-level frontend: inode and handle bookkeeping, each request
+// turned into a namespace or object-store call, Status turned into errno.
+// No placement and no I/O here.
+#pragma once
+
+#include <string>
+
+#include "engine/pool.h"
+
+namespace stripefs::fs {
+
+struct MountOptions {
+  std::string meta_dir;
+  std::string mountpoint;
+  bool foreground = false;
+  std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
+  unsigned max_threads = 16;
+};
+
+// The errno a Status stands for at the FUSE edge.
+int ToErrno(const Status& s);
+
+// Mounts pool at options.mountpoint and serves requests until unmounted or
+// signalled. on_ready is called once the kernel mount exists (before serving).
+// Returns the error that stopped it from mounting, or OK after a clean unmount.
+Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready);
+
+}  // namespace stripefs::fs

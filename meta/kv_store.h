@@ -1,0 +1,55 @@
+// The key-value seam under all metadata. RocksDB is the embedded default;
+// MemKvStore backs unit tests; a distributed transactional KV can replace both.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "meta/status.h"
+
+namespace stripefs::meta {
+
+// One user-visible metadata change: every put and delete in it commits
+// atomically (a RocksDB WriteBatch), or none does.
+class Transaction {
+ public:
+  struct Op {
+    bool is_delete;
+    std::string key;
+    std::string value;
+  };
+  void put(std::string key, std::string value) { ops_.push_back({false, std::move(key), std::move(value)}); }
+  void del(std::string key) { ops_.push_back({true, std::move(key), {}}); }
+  bool empty() const { return ops_.empty(); }
+  const std::vector<Op>& ops() const { return ops_; }
+
+ private:
+  std::vector<Op> ops_;
+};
+
+// Thread-safe. get() returns NotFound for a missing key.
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  virtual Status get(std::string_view key, std::string* value) = 0;
+  // Calls fn for every key starting with prefix, in key order, until fn returns false.
+  virtual Status scan(std::string_view prefix,
+                      const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
+  // Applies txn atomically. With sync, it and everything before it survive power loss.
+  virtual Status commit(const Transaction& txn, bool sync) = 0;
+  // Makes every earlier commit durable (syncs the WAL).
+  virtual Status sync() = 0;
+};
+
+// In-memory store for tests. Crash-free: sync() is a no-op.
+std::unique_ptr<KvStore> NewMemKvStore();
+
+enum class OpenMode { kCreate, kReadWrite, kReadOnly };
+// Opens (or with kCreate, creates) a RocksDB store in dir. A store held by a
+// running daemon cannot be opened kReadWrite: the error is kBusy.
+Result<std::unique_ptr<KvStore>> OpenRocksKvStore(const std::string& dir, OpenMode mode);
+
+}  // namespace stripefs::meta

@@ -1,0 +1,56 @@
+// In-memory KvStore: an ordered map under a mutex.
+#include <map>
+#include <mutex>
+
+#include "meta/kv_store.h"
+
+namespace stripefs::meta {
+namespace {
+
+class MemKvStore final : public KvStore {
+ public:
+  Status get(std::string_view key, std::string* value) override {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(std::string(key));
+    if (it == map_.end()) return Status::NotFound("no such key");
+    *value = it->second;
+    return Status::OK();
+  }
+  Status scan(std::string_view prefix,
+              const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    std::vector<std::pair<std::string, std::string>> rows;
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = map_.lower_bound(std::string(prefix));
+           it != map_.end() && it->first.starts_with(prefix); ++it) {
+        rows.emplace_back(*it);
+      }
+    }
+    for (auto& [k, v] : rows) {
+      if (!fn(k, v)) break;
+    }
+    return Status::OK();
+  }
+  Status commit(const Transaction& txn, bool) override {
+    std::lock_guard lock(mu_);
+    for (const auto& op : txn.ops()) {
+      if (op.is_delete) {
+        map_.erase(op.key);
+      } else {
+        map_[op.key] = op.value;
+      }
+    }
+    return Status::OK();
+  }
+  Status sync() override { return Status::OK(); }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string, std::less<>> map_;
+};
+
+}  // namespace
+
+std::unique_ptr<KvStore> NewMemKvStore() { return std::make_unique<MemKvStore>(); }
+
+}  // namespace stripefs::meta

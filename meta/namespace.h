@@ -1,0 +1,109 @@
+// The namespace: inodes, directory entries, attributes and xattrs, kept in a
+// KvStore. Each public mutation is one Transaction. Thread-safe: one mutex
+// serializes mutations; inode records are cached in memory.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "meta/kv_store.h"
+#include "meta/schema.h"
+
+namespace stripefs::meta {
+
+inline constexpr size_t kNameMax = 255;
+inline constexpr size_t kXattrValueMax = 64 * 1024;
+
+// What a new inode is; for regular files also its layout.
+struct NewInode {
+  uint32_t mode = 0;  // type and permission bits
+  uint32_t uid = 0, gid = 0;
+  uint64_t rdev = 0;
+  std::string symlink;
+  uint32_t chunk_size = 0;
+  std::string strategy;
+  uint32_t replicas = 1;
+};
+
+// A setattr: only the fields set are changed. Size is the data path's job.
+struct AttrChange {
+  std::optional<uint32_t> mode;  // permission bits only
+  std::optional<uint32_t> uid, gid;
+  std::optional<int64_t> atime_ns, mtime_ns;
+};
+
+struct Listing {
+  std::string name;
+  DirEntry entry;
+};
+
+int64_t NowNs();
+
+class Namespace {
+ public:
+  // Adds the root directory and the inode counter to txn (used by mkfs).
+  static void Format(Transaction* txn, uint32_t root_uid, uint32_t root_gid);
+  // pool_uuid names object URIs: stripefs://<pool_uuid>/<inode hex>.
+  static Result<std::unique_ptr<Namespace>> Open(KvStore* kv, std::string pool_uuid);
+
+  Result<InodeRecord> get(uint64_t ino);
+  Result<InodeRecord> lookup(uint64_t parent, std::string_view name);
+  // Creates a file, directory, symlink, FIFO, socket or device node.
+  // Errors: kExists, kNotFound (parent), kNotDirectory, kNameTooLong.
+  Result<InodeRecord> create(uint64_t parent, std::string_view name, const NewInode& n);
+  Result<InodeRecord> link(uint64_t ino, uint64_t parent, std::string_view name);
+  // Removes a non-directory entry and returns the inode as it is afterwards.
+  // At nlink 0 the inode becomes an orphan, recorded in the same batch; the
+  // caller reclaims it once no handle is open (or the next mount does).
+  Result<InodeRecord> unlink(uint64_t parent, std::string_view name);
+  Status rmdir(uint64_t parent, std::string_view name);
+  // flags: RENAME_NOREPLACE, RENAME_EXCHANGE. Returns a replaced inode, if one
+  // lost a link, so the caller can reclaim it when it became an orphan.
+  Result<std::optional<InodeRecord>> rename(uint64_t parent, std::string_view name,
+                                            uint64_t new_parent, std::string_view new_name,
+                                            unsigned flags);
+  Result<InodeRecord> setattr(uint64_t ino, const AttrChange& change);
+  Result<std::vector<Listing>> list(uint64_t dir);
+
+  Result<std::string> getxattr(uint64_t ino, std::string_view name);
+  // flags: XATTR_CREATE, XATTR_REPLACE.
+  Status setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags);
+  Result<std::vector<std::string>> listxattr(uint64_t ino);
+  Status removexattr(uint64_t ino, std::string_view name);
+
+  // The data path's commit: applies change to the inode, adds it to txn (which
+  // holds the chunk records) and commits all of it as one batch.
+  Result<InodeRecord> commit_with_inode(uint64_t ino, const std::function<void(InodeRecord&)>& change,
+                                        Transaction* txn, bool sync);
+  // Deletes an orphan's inode, xattrs and orphan mark, together with whatever
+  // txn already holds (its chunk records), as one batch.
+  Status reclaim(uint64_t ino, Transaction* txn);
+  // Inodes whose last link went away (left over by a crash or still open).
+  Result<std::vector<uint64_t>> orphans();
+
+ private:
+  Namespace(KvStore* kv, std::string uuid, uint64_t next_ino) : kv_(kv), uuid_(std::move(uuid)), next_ino_(next_ino) {}
+  Result<InodeRecord> load(uint64_t ino);         // REQUIRES: mu_ held
+  Result<InodeRecord> load_dir(uint64_t ino);     // REQUIRES: mu_ held
+  Result<std::optional<DirEntry>> find(uint64_t parent, std::string_view name);  // REQUIRES: mu_ held
+  Result<bool> is_empty_dir(uint64_t ino);        // REQUIRES: mu_ held
+  // Commits txn and, on success, installs the changed inodes in the cache.
+  Status commit(Transaction* txn, const std::vector<InodeRecord>& changed, bool sync = false);  // REQUIRES: mu_ held
+  void put_inode(Transaction* txn, const InodeRecord& r);
+  void delete_xattrs(Transaction* txn, uint64_t ino);
+  void drop_link(Transaction* txn, InodeRecord* r, int64_t now);
+
+  KvStore* kv_;
+  std::string uuid_;
+  std::mutex mu_;
+  uint64_t next_ino_;                                   // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, InodeRecord> cache_;     // GUARDED_BY(mu_)
+};
+
+}  // namespace stripefs::meta

@@ -1,0 +1,109 @@
+// KvStore on RocksDB. One WriteBatch per Transaction; sync commits sync the WAL.
+#include <rocksdb/db.h>
+#include <rocksdb/table.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/write_batch.h>
+
+#include "meta/kv_store.h"
+
+namespace stripefs::meta {
+namespace {
+
+class RocksKvStore final : public KvStore {
+ public:
+  explicit RocksKvStore(std::unique_ptr<rocksdb::DB> db, bool read_only)
+      : db_(std::move(db)), read_only_(read_only) {}
+  ~RocksKvStore() override {
+    if (!read_only_) {
+      db_->FlushWAL(true).PermitUncheckedError();
+      db_->Close().PermitUncheckedError();
+    }
+  }
+
+  Status get(std::string_view key, std::string* value) override {
+    auto s = db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), value);
+    if (s.IsNotFound()) return Status::NotFound("no such key");
+    return convert(s);
+  }
+
+  Status scan(std::string_view prefix,
+              const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    rocksdb::ReadOptions ro;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    rocksdb::Slice p(prefix.data(), prefix.size());
+    for (it->Seek(p); it->Valid() && it->key().starts_with(p); it->Next()) {
+      if (!fn(std::string_view(it->key().data(), it->key().size()),
+              std::string_view(it->value().data(), it->value().size()))) {
+        break;
+      }
+    }
+    return convert(it->status());
+  }
+
+  Status commit(const Transaction& txn, bool sync) override {
+    if (read_only_) return Status(Code::kPermission, "metadata opened read-only");
+    rocksdb::WriteBatch batch;
+    for (const auto& op : txn.ops()) {
+      if (op.is_delete) {
+        batch.Delete(op.key);
+      } else {
+        batch.Put(op.key, op.value);
+      }
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = sync;
+    return convert(db_->Write(wo, &batch));
+  }
+
+  Status sync() override {
+    if (read_only_) return Status::OK();
+    return convert(db_->SyncWAL());
+  }
+
+ private:
+  static Status convert(const rocksdb::Status& s) {
+    if (s.ok()) return Status::OK();
+    if (s.IsCorruption()) return Status::Corruption("metadata store: " + s.ToString());
+    if (s.IsNoSpace()) return Status::NoSpace("metadata store: " + s.ToString());
+    return Status::IOError("metadata store: " + s.ToString());
+  }
+
+  std::unique_ptr<rocksdb::DB> db_;
+  bool read_only_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KvStore>> OpenRocksKvStore(const std::string& dir, OpenMode mode) {
+  rocksdb::Options options;
+  options.create_if_missing = (mode == OpenMode::kCreate);
+  options.error_if_exists = (mode == OpenMode::kCreate);
+  options.paranoid_checks = true;
+  options.max_background_jobs = 2;
+  options.keep_log_file_num = 4;
+  // Chunk and inode lookups are point reads: a bloom filter and a block cache keep them off disk.
+  rocksdb::BlockBasedTableOptions table;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = (mode == OpenMode::kReadOnly)
+                          ? rocksdb::DB::OpenForReadOnly(options, dir, &raw)
+                          : rocksdb::DB::Open(options, dir, &raw);
+  if (!s.ok()) {
+    std::string why = s.ToString();
+    if (s.IsIOError() && why.find("lock") != std::string::npos) {
+      return Status(Code::kBusy, "metadata directory " + dir +
+                                     " is in use (is the pool mounted?): " + why);
+    }
+    if (s.IsInvalidArgument() && why.find("does not exist") != std::string::npos) {
+      return Status::NotFound(dir + " holds no stripefs pool (no metadata store)");
+    }
+    if (s.IsCorruption()) return Status::Corruption("metadata directory " + dir + " is damaged: " + why);
+    return Status::IOError("cannot open metadata directory " + dir + ": " + why);
+  }
+  return std::unique_ptr<KvStore>(new RocksKvStore(std::unique_ptr<rocksdb::DB>(raw),
+                                                   mode == OpenMode::kReadOnly));
+}
+
+}  // namespace stripefs::meta

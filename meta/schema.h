@@ -1,0 +1,121 @@
+// The metadata schema: key layout and versioned record encodings.
+//
+// Keys (integers big-endian so RocksDB orders them numerically):
+//   'P' "config"                 -> PoolConfig (JSON)
+//   'P' "next_ino"               -> next inode number to hand out (u64)
+//   'I' ino                      -> InodeRecord
+//   'D' parent name              -> DirEntry
+//   'C' ino chunk_index          -> ChunkRecord
+//   'X' ino name                 -> xattr value (raw bytes)
+//   'O' ino                      -> orphan: nlink reached 0; reclaim at next mount
+// Every record value starts with a format-version byte.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "meta/status.h"
+
+namespace stripefs::meta {
+
+inline constexpr uint64_t kRootIno = 1;
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kBlockSize = 4096;  // checksum and allocation unit
+
+struct SegmentConfig {
+  uint32_t id = 0;
+  std::string kind;  // "drive" or "ram"
+  std::string path;  // drive file or device; "ram" for the RAM segment
+  uint64_t capacity = 0;  // usable data bytes
+};
+
+// Pool-wide settings fixed at mkfs.
+struct PoolConfig {
+  uint32_t format_version = kFormatVersion;
+  std::string uuid;
+  uint32_t chunk_size = 4u << 20;
+  std::string strategy = "striped";
+  uint32_t replicas = 1;
+  std::vector<SegmentConfig> segments;
+};
+
+struct InodeRecord {
+  uint64_t ino = 0;
+  uint32_t mode = 0;  // type and permission bits, as st_mode
+  uint32_t uid = 0, gid = 0;
+  uint32_t nlink = 0;
+  uint64_t size = 0;
+  uint64_t rdev = 0;
+  int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
+  uint64_t parent = 0;      // directories only: the parent directory
+  std::string uri;          // regular files only: the immutable object URI
+  uint32_t chunk_size = 0;  // regular files only: fixed at creation
+  std::string strategy;     // regular files only: fixed at creation
+  uint32_t replicas = 1;    // regular files only
+  std::string symlink;      // symlinks only: the target
+  uint64_t allocated = 0;   // bytes of drive space held by this file's chunks
+};
+
+struct DirEntry {
+  uint64_t ino = 0;
+  uint32_t type = 0;  // S_IFMT bits of the child
+};
+
+struct Extent {
+  uint32_t segment = 0;
+  uint64_t offset = 0;  // byte offset inside the segment's data area
+  bool operator==(const Extent&) const = default;
+};
+
+// Where one chunk of a file lives. Blocks [0, ceil(length / 4096)) hold
+// written data, each with a crc32c; bytes past length read as zeros.
+struct ChunkRecord {
+  uint32_t length = 0;    // valid bytes from the chunk's start
+  uint32_t capacity = 0;  // bytes reserved at each replica's offset (multiple of 4096)
+  std::vector<Extent> replicas;
+  std::vector<uint32_t> crcs;  // one per written block
+  // Blocks being overwritten in place: the checksum of the new contents,
+  // recorded before the data is written, so a crash mid-write leaves a block
+  // that matches either the old or the new checksum.
+  std::vector<std::pair<uint32_t, uint32_t>> pending;  // (block, crc)
+
+  uint32_t blocks() const { return (length + kBlockSize - 1) / kBlockSize; }
+  bool block_matches(uint32_t block, uint32_t crc) const;
+};
+
+std::string ConfigKey();
+std::string NextInoKey();
+std::string InodeKey(uint64_t ino);
+std::string DirEntryKey(uint64_t parent, std::string_view name);
+std::string DirPrefix(uint64_t parent);
+std::string ChunkKey(uint64_t ino, uint64_t index);
+std::string ChunkPrefix(uint64_t ino);
+std::string ChunkPrefixAll();
+std::string XattrKey(uint64_t ino, std::string_view name);
+std::string XattrPrefix(uint64_t ino);
+std::string OrphanKey(uint64_t ino);
+std::string OrphanPrefixAll();
+std::string InodePrefixAll();
+std::string DirPrefixAll();
+std::string XattrPrefixAll();
+
+// Decoders for keys produced above.
+uint64_t DecodeU64BE(std::string_view bytes);
+inline uint64_t InoFromKey(std::string_view key) { return DecodeU64BE(key.substr(1, 8)); }
+inline uint64_t ChunkIndexFromKey(std::string_view key) { return DecodeU64BE(key.substr(9, 8)); }
+inline std::string_view NameFromKey(std::string_view key) { return key.substr(9); }
+
+std::string EncodeConfig(const PoolConfig& c);
+Result<PoolConfig> DecodeConfig(std::string_view bytes);
+std::string EncodeU64(uint64_t v);
+Result<uint64_t> DecodeU64Value(std::string_view bytes);
+std::string EncodeInode(const InodeRecord& r);
+Result<InodeRecord> DecodeInode(std::string_view bytes);
+std::string EncodeDirEntry(const DirEntry& e);
+Result<DirEntry> DecodeDirEntry(std::string_view bytes);
+std::string EncodeChunk(const ChunkRecord& r);
+Result<ChunkRecord> DecodeChunk(std::string_view bytes);
+
+}  // namespace stripefs::meta

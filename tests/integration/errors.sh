@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Bad CLI input, mkfs over an existing pool, mounts with missing, swapped or
+# foreign drives, and a full pool: clear errors, nothing lost.
+NO_DEFAULT_POOL=1
+source "$(dirname "$0")/lib.sh"
+need sha256sum; need dd; need cmp
+
+use_pool() {  # use_pool NAME: point META, MNT, DRIVES at pool $TMP/NAME
+    META=$TMP/$1/meta MNT=$TMP/$1/mnt DRIVES=()
+    mkdir -p "$TMP/$1"
+    for ((i = 0; i < NDRIVES; i++)); do DRIVES+=("$TMP/$1/drive$i.img"); done
+}
+
+# expect_cli_fail WHAT CMD...: CMD exits non-zero with a message on stderr (kept in $TMP/err).
+expect_cli_fail() {
+    local what=$1; shift
+    if "$@" >/dev/null 2>"$TMP/err"; then fail "$what: '$*' succeeded"; fi
+    [[ -s "$TMP/err" ]] || fail "$what: '$*' failed without a message on stderr"
+    ok "$what fails: $(head -n 1 "$TMP/err")"
+}
+expect_cli_ok() {
+    local what=$1; shift
+    "$@" >/dev/null 2>"$TMP/err" || fail "$what: '$*' failed: $(cat "$TMP/err")"
+    ok "$what succeeds"
+}
+err_names_drive() {  # err_names_drive WHAT DRIVE...: stderr mentions one of the drives
+    local d
+    for d in "${@:2}"; do grep -qF -e "$d" -e "$(basename "$d")" "$TMP/err" && { ok "$1: message names $(basename "$d")"; return; }; done
+    fail "$1: message does not name the drive ($*): $(cat "$TMP/err")"
+}
+not_mounted() {
+    ! mountpoint -q "$MNT" || fail "$1: $MNT is mounted after a failed mount"
+    local pid
+    pid=$(tr -dc 0-9 <"$META/daemon.pid" 2>/dev/null || true)
+    [[ -z "$pid" ]] || ! pid_alive "$pid" || fail "$1: daemon $pid left running after a failed mount"
+}
+
+log "--- mkfs argument checking"
+mk() { local n=$1; shift; rm -rf "$TMP/mk$n"; mkdir -p "$TMP/mk$n"
+       "$STRIPEFS" mkfs --meta "$TMP/mk$n/meta" --drive "$TMP/mk$n/d0:256M" --drive "$TMP/mk$n/d1:256M" "$@"; }
+expect_cli_fail "mkfs without --drive" "$STRIPEFS" mkfs --meta "$TMP/nodrive/meta"
+expect_cli_fail "mkfs with size 12Q" "$STRIPEFS" mkfs --meta "$TMP/q/meta" --drive "$TMP/q-d0:12Q"
+expect_cli_fail "mkfs with --ram 12Q" mk 1 --ram 12Q
+expect_cli_fail "chunk size 3M (not a power of two)" mk 2 --chunk-size 3M
+expect_cli_fail "chunk size 512K (below 1M)" mk 3 --chunk-size 512K
+expect_cli_fail "chunk size 128M (above 64M)" mk 4 --chunk-size 128M
+expect_cli_ok "chunk size 1M" mk 5 --chunk-size 1M
+expect_cli_ok "chunk size 64M" mk 6 --chunk-size 64M
+expect_cli_fail "unknown strategy" mk 7 --strategy no-such-strategy
+for s in striped random free-ratio-first; do expect_cli_ok "strategy $s" mk 8 --strategy "$s"; done
+expect_cli_fail "unknown option" mk 9 --no-such-option
+expect_cli_fail "unknown subcommand" "$STRIPEFS" no-such-subcommand
+
+log "--- mkfs over a pool"
+mk 10 >/dev/null || fail "mkfs of pool mk10 failed"
+expect_cli_fail "mkfs on drives that hold a pool, without --force" \
+    "$STRIPEFS" mkfs --meta "$TMP/mk10/meta2" --drive "$TMP/mk10/d0:256M" --drive "$TMP/mk10/d1:256M"
+expect_cli_ok "the same mkfs with --force" \
+    "$STRIPEFS" mkfs --meta "$TMP/mk10/meta2" --drive "$TMP/mk10/d0:256M" --drive "$TMP/mk10/d1:256M" --force
+
+log "--- mount refusals"
+use_pool a; DRIVE_SIZE=64M mkfs_pool; mount_pool
+head -c $((9 * MiB)) /dev/urandom >"$MNT/data"
+sum_a=$(sha256sum <"$MNT/data")
+unmount_pool
+expect_cli_fail "mount of a nonexistent meta dir" "$STRIPEFS" mount "$TMP/no-such-meta" "$MNT"
+not_mounted "nonexistent meta dir"
+
+mv "${DRIVES[2]}" "$TMP/a/aside"
+expect_cli_fail "mount with drive 2 missing" "$STRIPEFS" mount "$META" "$MNT"
+not_mounted "missing drive"; err_names_drive "missing drive" "${DRIVES[2]}"
+mv "$TMP/a/aside" "${DRIVES[2]}"
+
+mv "${DRIVES[1]}" "$TMP/a/aside"; mv "${DRIVES[3]}" "${DRIVES[1]}"; mv "$TMP/a/aside" "${DRIVES[3]}"
+expect_cli_fail "mount with drives 1 and 3 swapped" "$STRIPEFS" mount "$META" "$MNT"
+not_mounted "swapped drives"; err_names_drive "swapped drives" "${DRIVES[1]}" "${DRIVES[3]}"
+mv "${DRIVES[1]}" "$TMP/a/aside"; mv "${DRIVES[3]}" "${DRIVES[1]}"; mv "$TMP/a/aside" "${DRIVES[3]}"
+
+use_pool b; DRIVE_SIZE=64M mkfs_pool
+use_pool a
+mv "${DRIVES[0]}" "$TMP/a/aside"; cp --sparse=always "$TMP/b/drive0.img" "${DRIVES[0]}"
+expect_cli_fail "mount with drive 0 from another pool" "$STRIPEFS" mount "$META" "$MNT"
+not_mounted "foreign drive"; err_names_drive "foreign drive" "${DRIVES[0]}"
+mv "$TMP/a/aside" "${DRIVES[0]}"
+
+mount_pool   # with every drive back in place the pool mounts and its data is intact
+assert_eq "$(sha256sum <"$MNT/data")" "$sum_a" "data after the refused mounts"
+unmount_pool
+fsck_pool
+
+log "--- full pool (4 x 16M drives)"
+use_pool full; DRIVE_SIZE=16M mkfs_pool; mount_pool
+head -c $((3 * MiB)) /dev/urandom >"$MNT/keep1"
+head -c $((MiB + 5)) /dev/urandom >"$MNT/keep2"
+k1=$(sha256sum <"$MNT/keep1"); k2=$(sha256sum <"$MNT/keep2")
+if dd if=/dev/urandom of="$MNT/fill" bs=1M count=200 status=none 2>"$TMP/err"; then
+    fail "dd of 200 MiB into a 64 MiB pool succeeded"
+fi
+grep -q "No space left on device" "$TMP/err" || fail "dd into a full pool: expected ENOSPC, got: $(cat "$TMP/err")"
+ok "dd into the full pool fails with: $(head -n 1 "$TMP/err")"
+assert_eq "$(sha256sum <"$MNT/keep1")" "$k1" "keep1 after ENOSPC"
+assert_eq "$(sha256sum <"$MNT/keep2")" "$k2" "keep2 after ENOSPC"
+cat "$MNT/fill" >/dev/null || fail "the partial file written until ENOSPC does not read back"
+used_full=$(used_bytes)
+rm "$MNT/fill"
+freed() { (( used_full - $(used_bytes) >= 8 * MiB )); }
+wait_until "space back after rm of the fill file (used was $used_full)" freed
+ok "rm gives space back (used $used_full -> $(used_bytes))"
+head -c $((8 * MiB)) /dev/urandom >"$TMP/new"
+cp "$TMP/new" "$MNT/new" || fail "writing 8 MiB after freeing space failed"
+cmp "$TMP/new" "$MNT/new" || fail "the file written after freeing space differs"
+ok "a new 8 MiB write after rm succeeds and reads back"
+remount_pool
+assert_eq "$(sha256sum <"$MNT/keep1")" "$k1" "keep1 after remount"
+cmp "$TMP/new" "$MNT/new" || fail "new file differs after remount"
+unmount_pool
+fsck_pool

@@ -1,0 +1,211 @@
+# Shared fixture for the stripefs integration tests. Source it first thing:
+#
+#     source "$(dirname "$0")/lib.sh"
+#
+# On load it makes a temp dir, creates a pool of $NDRIVES drive files of
+# $DRIVE_SIZE each plus a $RAM_SIZE RAM segment, and mounts it at $MNT.
+# Set these before sourcing to change that:
+#   NDRIVES (4)  DRIVE_SIZE (256M)  RAM_SIZE (64M, empty = no RAM segment)
+#   CHUNK_SIZE (empty = the default)  MOUNT_OPTS (array, e.g. (-o allow_other))
+#   NO_DEFAULT_POOL=1  only make the temp dir; the test builds its own pools.
+# An EXIT trap unmounts every pool this script mounted, waits for the daemons
+# to exit and removes the temp dir, whether the test passed or failed.
+
+set -euo pipefail
+
+STRIPEFS=${STRIPEFS:-/work/main/build/tools/stripefs}
+TEST_NAME=$(basename "$0" .sh)
+NDRIVES=${NDRIVES:-4}
+DRIVE_SIZE=${DRIVE_SIZE:-256M}
+RAM_SIZE=${RAM_SIZE-64M}
+CHUNK_SIZE=${CHUNK_SIZE:-}
+[[ -v MOUNT_OPTS ]] || MOUNT_OPTS=()
+MiB=$((1024 * 1024))
+
+log()  { echo "[$TEST_NAME] $*"; }
+ok()   { echo "[$TEST_NAME]   ok: $*"; }
+fail() { echo "[$TEST_NAME] FAIL: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null 2>&1 || fail "required tool '$1' is not installed (the Makefile should install it)"; }
+
+# assert_eq ACTUAL EXPECTED WHAT
+assert_eq() { [[ "$1" == "$2" ]] || fail "$3: expected '$2', got '$1'"; ok "$3 = $2"; }
+
+# json EXPR: read one JSON document on stdin, bind it to `d`, print EXPR's value
+# (booleans as true/false, lists/dicts as JSON).
+json() {
+    python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+r = eval(sys.argv[1])
+if isinstance(r, bool): print(str(r).lower())
+elif isinstance(r, (dict, list)): print(json.dumps(r))
+else: print(r)' "$1"
+}
+
+# expect_errno ERRNO_NAME PYTHON_CODE [ARGS...]: the code (run with os, errno,
+# ctypes imported and the ARGS in argv[1:]) must raise OSError with that errno.
+expect_errno() {
+    local name=$1 code=$2; shift 2
+    python3 - "$name" "$code" "$@" <<'EOF' || fail "expected $name from: $code"
+import ctypes, errno, os, sys
+name, code = sys.argv[1], sys.argv[2]
+sys.argv = [sys.argv[0]] + sys.argv[3:]
+try:
+    exec(code)
+except OSError as e:
+    if e.errno == getattr(errno, name):
+        sys.exit(0)
+    print(f"expected {name}, got {errno.errorcode.get(e.errno, e.errno)}: {e}", file=sys.stderr)
+    sys.exit(1)
+print(f"expected {name}, but the operation succeeded", file=sys.stderr)
+sys.exit(1)
+EOF
+    code=${code#$'\n'}
+    ok "$name from: ${code//$'\n'/; }"
+}
+
+# wait_until WHAT CMD...: retry CMD until it succeeds. Only for state that the
+# kernel settles asynchronously (FUSE sends RELEASE after close(2) returns);
+# the bound is a hang guard, not a timing assertion.
+wait_until() {
+    local what=$1 i; shift
+    for ((i = 0; i < 300; i++)); do
+        if "$@"; then return 0; fi
+        sleep 0.1
+    done
+    fail "gave up waiting for: $what"
+}
+
+pid_alive() {  # a zombie counts as dead
+    local state
+    [[ -r /proc/$1/stat ]] || return 1
+    state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+    [[ -n "$state" && "$state" != Z ]]
+}
+
+wait_pid_gone() {
+    local i
+    for ((i = 0; i < 600; i++)); do
+        pid_alive "$1" || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+daemon_pid() {  # daemon_pid [META]
+    local f=${1:-$META}/daemon.pid pid
+    [[ -s "$f" ]] || fail "no daemon pid file $f"
+    pid=$(tr -dc 0-9 <"$f")
+    [[ -n "$pid" ]] || fail "daemon pid file $f holds no pid"
+    echo "$pid"
+}
+
+# --- pool lifecycle ---------------------------------------------------------
+# The current pool is described by META, MNT and the DRIVES array; tests that
+# juggle several pools set those globals before calling these helpers.
+
+TMP=$(mktemp -d /tmp/stripefs-it.XXXXXX)
+META=$TMP/meta
+MNT=$TMP/mnt
+DRIVES=()
+MOUNTED=()   # "META|MNT" of every pool mounted by this script
+
+teardown() {
+    local rc=$? entry m mnt pid still_mounted=0
+    set +e
+    trap - EXIT
+    cd /   # a cwd inside the mount would keep it busy
+    for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
+    wait 2>/dev/null
+    for entry in "${MOUNTED[@]}"; do
+        m=${entry%%|*} mnt=${entry#*|}
+        pid=$(tr -dc 0-9 <"$m/daemon.pid" 2>/dev/null)
+        if mountpoint -q "$mnt"; then
+            fusermount3 -u "$mnt" 2>/dev/null || sleep 0.5
+            mountpoint -q "$mnt" && { fusermount3 -u "$mnt" 2>/dev/null \
+                || fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt"; }
+        fi
+        if [[ -n "$pid" ]] && ! wait_pid_gone "$pid"; then
+            echo "[$TEST_NAME] teardown: daemon $pid did not exit after unmount; kill -9" >&2
+            kill -9 "$pid" 2>/dev/null; wait_pid_gone "$pid"
+            ((rc != 0)) || rc=1
+        fi
+        mountpoint -q "$mnt" && still_mounted=1
+    done
+    if ((still_mounted)); then
+        echo "[$TEST_NAME] teardown: a mount is still present under $TMP; not removing it" >&2
+    else
+        rm -rf --one-file-system "$TMP"
+    fi
+    if ((rc == 0)); then echo "[$TEST_NAME] PASS"; else echo "[$TEST_NAME] FAILED (exit $rc)" >&2; fi
+    exit "$rc"
+}
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# mkfs_pool [EXTRA MKFS ARGS...]: a fresh pool at META with NDRIVES drive files
+# (DRIVES is filled in when empty).
+mkfs_pool() {
+    local args=() i
+    if ((${#DRIVES[@]} == 0)); then
+        for ((i = 0; i < NDRIVES; i++)); do DRIVES+=("$TMP/drive$i.img"); done
+    fi
+    for i in "${DRIVES[@]}"; do args+=(--drive "$i:$DRIVE_SIZE"); done
+    [[ -n "$RAM_SIZE" ]] && args+=(--ram "$RAM_SIZE")
+    [[ -n "$CHUNK_SIZE" ]] && args+=(--chunk-size "$CHUNK_SIZE")
+    "$STRIPEFS" mkfs --meta "$META" "${args[@]}" "$@" >/dev/null \
+        || fail "stripefs mkfs --meta $META ${args[*]} $* failed"
+}
+
+mount_pool() {
+    mkdir -p "$MNT"
+    ! mountpoint -q "$MNT" || fail "$MNT is already mounted"
+    [[ " ${MOUNTED[*]} " == *" $META|$MNT "* ]] || MOUNTED+=("$META|$MNT")  # for teardown
+    "$STRIPEFS" mount "$META" "$MNT" "${MOUNT_OPTS[@]}" || fail "stripefs mount $META $MNT failed"
+    mountpoint -q "$MNT" || fail "stripefs mount returned but $MNT is not a mountpoint"
+    pid_alive "$(daemon_pid)" || fail "daemon pid in $META/daemon.pid is not running"
+}
+
+unmount_pool() {
+    local pid i
+    pid=$(daemon_pid)
+    for ((i = 0; i < 50; i++)); do  # EBUSY while the kernel finishes releasing files
+        fusermount3 -u "$MNT" 2>/dev/null && break
+        sleep 0.2
+    done
+    ! mountpoint -q "$MNT" || fail "could not unmount $MNT: $(fusermount3 -u "$MNT" 2>&1)"
+    wait_pid_gone "$pid" || fail "daemon $pid still running after unmount of $MNT"
+}
+
+remount_pool() { unmount_pool; mount_pool; }
+
+kill9_daemon() {
+    local pid
+    pid=$(daemon_pid)
+    kill -9 "$pid"
+    wait_pid_gone "$pid" || fail "daemon $pid survived kill -9"
+    fusermount3 -uz "$MNT" 2>/dev/null || umount -l "$MNT" || fail "could not lazy-unmount $MNT"
+    ! mountpoint -q "$MNT" || fail "$MNT still mounted after lazy unmount"
+}
+
+# used_bytes MOUNTPOINT|META: sum of "used" over the drive segments.
+used_bytes() {
+    "$STRIPEFS" df "${1:-$MNT}" --json | json 'sum(s["used"] for s in d["segments"] if s["kind"] == "drive")'
+}
+
+fsck_pool() {  # fsck_pool [META] (the pool must be unmounted)
+    local out
+    out=$("$STRIPEFS" fsck "${1:-$META}" 2>&1) || fail "stripefs fsck ${1:-$META} found problems: $out"
+    ok "stripefs fsck ${1:-$META} is clean"
+}
+
+# --- startup ------------------------------------------------------------------
+need python3; need fusermount3; need mountpoint
+[[ -x "$STRIPEFS" ]] || fail "stripefs binary not found at '$STRIPEFS' (set STRIPEFS)"
+[[ -c /dev/fuse ]] || fail "/dev/fuse is missing"
+if [[ "${NO_DEFAULT_POOL:-0}" != 1 ]]; then
+    mkfs_pool
+    mount_pool
+    log "pool: $NDRIVES x $DRIVE_SIZE drives${RAM_SIZE:+ + $RAM_SIZE RAM} mounted at $MNT"
+fi

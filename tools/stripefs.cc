@@ -1,0 +1,360 @@
+// The stripefs command: mkfs, mount, placement, df, fsck.
+#include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "engine/pool.h"
+#include "fs/fuse_fs.h"
+
+namespace stripefs {
+namespace {
+
+int Fail(const std::string& msg) {
+  std::cerr << "stripefs: " << msg << "\n";
+  return 1;
+}
+int Fail(const Status& s) { return Fail(s.message()); }
+
+// ---- mkfs ----
+
+int RunMkfs(const std::string& meta_dir, const std::vector<std::string>& drives, const std::string& ram,
+            const std::string& chunk, const std::string& strategy, uint32_t replicas, bool force) {
+  FormatOptions o;
+  o.meta_dir = meta_dir;
+  o.strategy = strategy;
+  o.replicas = replicas;
+  o.force = force;
+  for (const auto& d : drives) {
+    DriveSpec spec;
+    auto colon = d.rfind(':');
+    spec.path = d;
+    if (colon != std::string::npos) {
+      spec.path = d.substr(0, colon);
+      auto size = ParseSize(d.substr(colon + 1));
+      if (!size.ok()) return Fail(fmt::format("--drive {}: {}", d, size.status().message()));
+      if (size.value() == 0) return Fail(fmt::format("--drive {}: size must be above zero", d));
+      spec.size = size.value();
+    }
+    if (spec.path.empty()) return Fail(fmt::format("--drive {}: no path", d));
+    o.drives.push_back(spec);
+  }
+  if (!ram.empty()) {
+    auto size = ParseSize(ram);
+    if (!size.ok()) return Fail("--ram: " + size.status().message());
+    o.ram_size = size.value();
+  }
+  auto cs = ParseSize(chunk);
+  if (!cs.ok()) return Fail("--chunk-size: " + cs.status().message());
+  if (cs.value() > (64u << 20) || cs.value() < (1u << 20) || (cs.value() & (cs.value() - 1))) {
+    return Fail(fmt::format("--chunk-size {}: must be a power of two between 1M and 64M", chunk));
+  }
+  o.chunk_size = static_cast<uint32_t>(cs.value());
+  Status s = FormatPool(o, getuid(), getgid());
+  if (!s.ok()) return Fail(s);
+  auto pool = Pool::Open(meta_dir, Pool::Mode::kInspect);
+  if (!pool.ok()) return Fail(pool.status());
+  const auto& cfg = pool.value()->config();
+  fmt::print("formatted pool {} in {}\n", cfg.uuid, meta_dir);
+  fmt::print("  chunk size {}, strategy {}, replicas {}\n", cfg.chunk_size, cfg.strategy, cfg.replicas);
+  for (const auto& seg : cfg.segments) {
+    fmt::print("  segment {} {:5} {} ({} bytes)\n", seg.id, seg.kind, seg.path, seg.capacity);
+  }
+  return 0;
+}
+
+// ---- mount ----
+
+int RunMount(fs::MountOptions options) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(options.mountpoint, ec)) {
+    return Fail(fmt::format("mountpoint {} is not a directory", options.mountpoint));
+  }
+  options.meta_dir = std::filesystem::absolute(options.meta_dir, ec).string();
+  options.mountpoint = std::filesystem::absolute(options.mountpoint, ec).string();
+  const std::string pid_file = options.meta_dir + "/daemon.pid";
+
+  // The daemon child reports "OK" or its error through this pipe, so the
+  // parent can return once the mount answers, or fail with the real reason.
+  int ready[2] = {-1, -1};
+  if (!options.foreground) {
+    if (pipe2(ready, O_CLOEXEC) != 0) return Fail("cannot create a pipe");
+    pid_t child = fork();
+    if (child < 0) return Fail("cannot fork");
+    if (child > 0) {
+      close(ready[1]);
+      std::string msg;
+      char buf[512];
+      ssize_t n;
+      while ((n = read(ready[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+      close(ready[0]);
+      if (msg != "OK") {
+        int status = 0;
+        waitpid(child, &status, 0);
+        return Fail(msg.empty() ? "the mount daemon exited before the mount was ready" : msg);
+      }
+      struct statfs st;
+      if (statfs(options.mountpoint.c_str(), &st) != 0) return Fail("the mount does not answer");
+      return 0;
+    }
+    close(ready[0]);
+    setsid();
+  }
+  auto report = [&](const std::string& msg) {
+    if (ready[1] >= 0) {
+      (void)!write(ready[1], msg.data(), msg.size());
+      close(ready[1]);
+      ready[1] = -1;
+    } else if (msg != "OK") {
+      std::cerr << "stripefs: " << msg << "\n";
+    }
+  };
+
+  if (!options.foreground) {
+    auto logger = spdlog::basic_logger_mt("stripefs", options.meta_dir + "/stripefs.log");
+    spdlog::set_default_logger(logger);
+    spdlog::flush_every(std::chrono::seconds(2));
+  }
+  auto pool = Pool::Open(options.meta_dir, Pool::Mode::kMount);
+  if (!pool.ok()) {
+    report(pool.status().message());
+    return 1;
+  }
+  spdlog::info("pool {} mounted at {}", pool.value()->config().uuid, options.mountpoint);
+  Status s = fs::Serve(pool.value().get(), options, [&] {
+    if (FILE* f = fopen(pid_file.c_str(), "w")) {
+      fprintf(f, "%d\n", getpid());
+      fclose(f);
+    }
+    if (!options.foreground) {
+      int null = open("/dev/null", O_RDWR);
+      if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        close(null);
+      }
+      (void)!chdir("/");
+    }
+    report("OK");
+  });
+  unlink(pid_file.c_str());
+  if (!s.ok()) {
+    spdlog::error("{}", s.message());
+    report(s.message());
+    return 1;
+  }
+  spdlog::info("unmounted cleanly");
+  return 0;
+}
+
+// ---- placement and df: through a live mount's virtual xattrs, or an unmounted pool ----
+
+Result<std::string> LiveXattr(const std::string& path, const char* name) {
+  std::string value(4096, '\0');
+  for (;;) {
+    ssize_t n = getxattr(path.c_str(), name, value.data(), value.size());
+    if (n >= 0) {
+      value.resize(static_cast<size_t>(n));
+      return value;
+    }
+    if (errno == ERANGE) {
+      value.resize(value.size() * 4);
+      continue;
+    }
+    return Status(errno == ENOENT ? Code::kNotFound : Code::kNotSupported, strerror(errno));
+  }
+}
+
+std::string Human(uint64_t b) {
+  const char* units[] = {"B", "K", "M", "G", "T"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{}B", b) : fmt::format("{:.1f}{}", v, units[u]);
+}
+
+void PrintPlacement(const nlohmann::json& j, bool json) {
+  if (json) {
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("{}\n  uri {}\n  size {}  chunk size {}  chunks {}\n", j["path"].get<std::string>(),
+             j["uri"].get<std::string>(), j["size"].get<uint64_t>(), j["chunk_size"].get<uint64_t>(), j["chunks"].size());
+  fmt::print("  {:>6} {:>12} {:>10}  {:>7}  {:>12}  {}\n", "chunk", "file offset", "length", "segment", "drive offset", "drive");
+  for (const auto& c : j["chunks"]) {
+    for (const auto& r : c["replicas"]) {
+      fmt::print("  {:>6} {:>12} {:>10}  {:>7}  {:>12}  {}\n", c["index"].get<uint64_t>(), c["offset"].get<uint64_t>(),
+                 c["length"].get<uint64_t>(), r["segment"].get<uint32_t>(), r["offset"].get<uint64_t>(),
+                 r["path"].get<std::string>());
+    }
+  }
+}
+
+int RunPlacement(const std::string& path, const std::string& meta_dir, bool json) {
+  if (meta_dir.empty()) {
+    std::error_code ec;
+    std::string abs = std::filesystem::absolute(path, ec).string();
+    if (!std::filesystem::exists(path, ec)) return Fail(fmt::format("{}: no such file", path));
+    auto v = LiveXattr(path, "user.stripefs.placement");
+    if (!v.ok()) {
+      return Fail(fmt::format("{} is not a regular file on a mounted stripefs pool ({}); "
+                              "for an unmounted pool give --meta DIR and the path inside the pool",
+                              path, v.status().message()));
+    }
+    auto j = nlohmann::json::parse(v.value(), nullptr, false);
+    if (j.is_discarded()) return Fail("the daemon's placement answer is not JSON");
+    j["path"] = abs;
+    PrintPlacement(j, json);
+    return 0;
+  }
+  auto pool = Pool::Open(meta_dir, Pool::Mode::kInspect);
+  if (!pool.ok()) return Fail(pool.status());
+  auto inode = pool.value()->resolve(path);
+  if (!inode.ok()) return Fail(fmt::format("{} in pool {}: {}", path, meta_dir, inode.status().message()));
+  auto j = pool.value()->placement(inode.value(), path);
+  if (!j.ok()) return Fail(j.status());
+  PrintPlacement(j.value(), json);
+  return 0;
+}
+
+int RunDf(const std::string& target, bool json) {
+  std::error_code ec;
+  if (!std::filesystem::exists(target, ec)) return Fail(fmt::format("{}: no such file or directory", target));
+  nlohmann::json j;
+  if (std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {
+    auto pool = Pool::Open(target, Pool::Mode::kInspect);
+    if (!pool.ok()) return Fail(pool.status());
+    auto usage = pool.value()->usage();
+    if (!usage.ok()) return Fail(usage.status());
+    j["segments"] = nlohmann::json::array();
+    for (const auto& u : usage.value()) {
+      j["segments"].push_back({{"id", u.id}, {"kind", u.kind}, {"path", u.path}, {"capacity", u.capacity}, {"used", u.used}});
+    }
+  } else {
+    auto v = LiveXattr(target, "user.stripefs.df");
+    if (!v.ok()) {
+      return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));
+    }
+    j = nlohmann::json::parse(v.value(), nullptr, false);
+    if (j.is_discarded()) return Fail("the daemon's df answer is not JSON");
+  }
+  if (json) {
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("{:>3} {:5} {:>9} {:>9} {:>9} {:>6}  {}\n", "id", "kind", "capacity", "used", "free", "free%", "path");
+  for (const auto& s : j["segments"]) {
+    uint64_t cap = s["capacity"], used = s["used"];
+    fmt::print("{:>3} {:5} {:>9} {:>9} {:>9} {:>5.1f}%  {}\n", s["id"].get<uint32_t>(), s["kind"].get<std::string>(),
+               Human(cap), Human(used), Human(cap - used), cap ? 100.0 * static_cast<double>(cap - used) / static_cast<double>(cap) : 0.0,
+               s["path"].get<std::string>());
+  }
+  return 0;
+}
+
+int RunFsck(const std::string& meta_dir, bool verify) {
+  auto pool = Pool::Open(meta_dir, Pool::Mode::kCheck);
+  if (!pool.ok()) {
+    if (pool.status().code() == Code::kBusy) return Fail(pool.status().message() + "; unmount it before fsck");
+    return Fail(fmt::format("cannot check {}: {}", meta_dir, pool.status().message()));
+  }
+  std::vector<std::string> notes;
+  auto problems = pool.value()->fsck(verify, &notes);
+  if (!problems.ok()) return Fail(problems.status());
+  for (const auto& n : notes) fmt::print("{}\n", n);
+  for (const auto& p : problems.value()) fmt::print("PROBLEM: {}\n", p);
+  if (!problems.value().empty()) {
+    fmt::print(stderr, "stripefs: fsck found {} problem(s) in {}\n", problems.value().size(), meta_dir);
+    return 1;
+  }
+  fmt::print("pool {} is clean\n", pool.value()->config().uuid);
+  return 0;
+}
+
+}  // namespace
+}  // namespace stripefs
+
+int main(int argc, char** argv) {
+  using namespace stripefs;
+  CLI::App app{"stripefs: a FUSE filesystem that stripes files over NVMe drives"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(STRIPEFS_VERSION));
+
+  std::string meta_dir, ram, chunk = "4M", strategy = "striped";
+  std::vector<std::string> drives;
+  uint32_t replicas = 1;
+  bool force = false;
+  auto* mkfs = app.add_subcommand("mkfs", "Format a pool: drives (files or block devices), a RAM segment, metadata");
+  mkfs->add_option("--meta", meta_dir, "Directory for the pool's metadata (RocksDB)")->required();
+  mkfs->add_option("--drive", drives, "PATH[:SIZE] of a drive; a file is created or grown to SIZE (K/M/G/T)")->required();
+  mkfs->add_option("--ram", ram, "Size of a RAM segment (K/M/G/T)");
+  mkfs->add_option("--chunk-size", chunk, "Chunk size, a power of two from 1M to 64M")->capture_default_str();
+  mkfs->add_option("--strategy", strategy, "Placement strategy: striped or random")->capture_default_str();
+  mkfs->add_option("--replicas", replicas, "Copies of each chunk, on distinct drives (1-3)")->capture_default_str()->check(CLI::Range(1, 3));
+  mkfs->add_flag("--force", force, "Overwrite drives and a metadata directory that already hold a pool");
+
+  fs::MountOptions mo;
+  std::vector<std::string> opts;
+  auto* mount = app.add_subcommand("mount", "Mount a pool; returns once the mount answers");
+  mount->add_option("DIR", mo.meta_dir, "The pool's metadata directory (--meta of mkfs)")->required();
+  mount->add_option("MOUNTPOINT", mo.mountpoint, "An existing directory to mount on")->required();
+  mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
+  mount->add_option("-o", opts, "Mount options, comma-separated (passed to FUSE)")->delimiter(',');
+
+  std::string path;
+  bool json = false;
+  std::string placement_meta;
+  auto* placement = app.add_subcommand("placement", "Show where each chunk of a file lives");
+  placement->add_option("PATH", path, "A file on a mounted pool, or a path inside the pool with --meta")->required();
+  placement->add_option("--meta", placement_meta, "Read an unmounted pool's metadata directory instead");
+  placement->add_flag("--json", json, "Print JSON");
+
+  std::string target;
+  bool df_json = false;
+  auto* df = app.add_subcommand("df", "Capacity and use of every segment");
+  df->add_option("TARGET", target, "A mountpoint, or an unmounted pool's metadata directory")->required();
+  df->add_flag("--json", df_json, "Print JSON");
+
+  std::string fsck_dir;
+  bool verify = false;
+  auto* fsck = app.add_subcommand("fsck", "Check an unmounted pool; lists every problem and exits non-zero if any");
+  fsck->add_option("DIR", fsck_dir, "The pool's metadata directory")->required();
+  fsck->add_flag("--verify", verify, "Also read every block and check its checksum");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*mkfs) return RunMkfs(meta_dir, drives, ram, chunk, strategy, replicas, force);
+    if (*mount) {
+      for (auto& o : opts) {
+        if (o != "defaults" && o != "rw" && !o.empty()) mo.fuse_options.push_back(o);
+      }
+      return RunMount(mo);
+    }
+    if (*placement) return RunPlacement(path, placement_meta, json);
+    if (*df) return RunDf(target, df_json);
+    if (*fsck) return RunFsck(fsck_dir, verify);
+  } catch (const std::exception& e) {
+    std::cerr << "stripefs: " << e.what() << "\n";
+    return 1;
+  }
+  return 1;
+}

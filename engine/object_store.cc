@@ -215,6 +215,13 @@ uint64_t ObjectStore::pending_free_bytes() const {
   return pending_bytes_;
 }
 
+uint64_t ObjectStore::pending_free_bytes(uint32_t segment) const {
+  std::lock_guard lock(pending_mu_);
+  uint64_t total = 0;
+  for (const Freed& f : pending_free_) total += f.extent.segment == segment ? f.len : 0;
+  return total;
+}
+
 Status ObjectStore::sync() { return sync_and_release(); }
 
 Status ObjectStore::sync_and_release() {

@@ -79,6 +79,8 @@ class ObjectStore {
   Result<std::map<uint64_t, meta::ChunkRecord>> load_chunks(uint64_t ino);
   // Bytes given up by commits but not yet reusable (see protocol step 5).
   uint64_t pending_free_bytes() const;
+  // The same, for one segment.
+  uint64_t pending_free_bytes(uint32_t segment) const;
 
  private:
   struct Freed {

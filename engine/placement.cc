@@ -3,6 +3,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <random>
 
 namespace stripefs {
@@ -37,6 +38,20 @@ class RandomStrategy final : public PlacementStrategy {
   }
 };
 
+// The drives with the largest share of free space first (ties: lower id).
+class FreeRatioFirstStrategy final : public PlacementStrategy {
+ public:
+  std::string_view name() const override { return "free-ratio-first"; }
+  std::vector<uint32_t> rank(const PlacementRequest&, const std::vector<SegmentView>& drives) const override {
+    std::vector<SegmentView> sorted = drives;
+    auto ratio = [](const SegmentView& s) { return s.capacity ? static_cast<double>(s.free) / static_cast<double>(s.capacity) : 0.0; };
+    std::stable_sort(sorted.begin(), sorted.end(), [&](const SegmentView& a, const SegmentView& b) { return ratio(a) > ratio(b); });
+    std::vector<uint32_t> out;
+    for (const auto& s : sorted) out.push_back(s.id);
+    return out;
+  }
+};
+
 }  // namespace
 
 uint64_t ObjectHash(std::string_view uri) {
@@ -49,13 +64,14 @@ uint64_t ObjectHash(std::string_view uri) {
 }
 
 const std::vector<std::string>& StrategyNames() {
-  static const std::vector<std::string> kNames = {"striped", "random"};
+  static const std::vector<std::string> kNames = {"striped", "random", "free-ratio-first"};
   return kNames;
 }
 
 Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name) {
   if (name == "striped") return std::unique_ptr<PlacementStrategy>(new StripedStrategy);
   if (name == "random") return std::unique_ptr<PlacementStrategy>(new RandomStrategy);
+  if (name == "free-ratio-first") return std::unique_ptr<PlacementStrategy>(new FreeRatioFirstStrategy);
   std::string all;
   for (const auto& n : StrategyNames()) all += (all.empty() ? "" : ", ") + n;
   return Status::Invalid("unknown strategy '" + std::string(name) + "' (choose one of: " + all + ")");

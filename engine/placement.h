@@ -39,7 +39,7 @@ class PlacementStrategy {
 // First 8 bytes of SHA-256(uri), big-endian: stable across restarts and builds.
 uint64_t ObjectHash(std::string_view uri);
 
-// "striped" or "random"; kInvalidArgument names the choices otherwise.
+// "striped", "random" or "free-ratio-first"; kInvalidArgument names the choices otherwise.
 Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name);
 const std::vector<std::string>& StrategyNames();
 

@@ -324,11 +324,12 @@ uint64_t Pool::drive_free() const {
 
 Result<std::vector<SegmentUsage>> Pool::usage() {
   std::vector<SegmentUsage> out;
-  uint64_t pending = store_->pending_free_bytes();
-  (void)pending;
   for (const auto& seg : config_.segments) {
     uint64_t used = 0;
-    if (seg.kind == "drive" && allocators_[seg.id]) used = seg.capacity - allocators_[seg.id]->free_bytes();
+    // Space freed but waiting for the next WAL sync is free to the user: the next allocation that needs it syncs.
+    if (seg.kind == "drive" && allocators_[seg.id]) {
+      used = seg.capacity - allocators_[seg.id]->free_bytes() - store_->pending_free_bytes(seg.id);
+    }
     out.push_back({seg.id, seg.kind, seg.path, seg.capacity, used});
   }
   return out;

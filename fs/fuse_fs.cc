@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -278,6 +279,12 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (Failed(req, r, "open")) return;
   if (S_ISDIR(r->mode)) return (void)fuse_reply_err(req, EISDIR);
   if (!S_ISREG(r->mode)) return (void)fuse_reply_err(req, ENXIO);
+  if ((fi->flags & O_TRUNC) && r->size > 0) {  // atomic O_TRUNC: the kernel leaves the cut to us
+    auto obj = F(req)->store().object(r.value());
+    if (Failed(req, obj, "open")) return;
+    r = F(req)->store().truncate(*obj.value(), 0, meta::NowNs());
+    if (Failed(req, r, "open")) return;
+  }
   OpenFile(req, r.value(), fi, false);
 }
 

@@ -31,7 +31,7 @@ err_names_drive() {  # err_names_drive WHAT DRIVE...: stderr mentions one of the
 not_mounted() {
     ! mountpoint -q "$MNT" || fail "$1: $MNT is mounted after a failed mount"
     local pid
-    pid=$(tr -dc 0-9 <"$META/daemon.pid" 2>/dev/null || true)
+    pid=$(tr -dc 0-9 2>/dev/null <"$META/daemon.pid" || true)
     [[ -z "$pid" ]] || ! pid_alive "$pid" || fail "$1: daemon $pid left running after a failed mount"
 }
 

@@ -119,7 +119,7 @@ teardown() {
     wait 2>/dev/null
     for entry in "${MOUNTED[@]}"; do
         m=${entry%%|*} mnt=${entry#*|}
-        pid=$(tr -dc 0-9 <"$m/daemon.pid" 2>/dev/null)
+        pid=$(tr -dc 0-9 2>/dev/null <"$m/daemon.pid")
         if mountpoint -q "$mnt"; then
             fusermount3 -u "$mnt" 2>/dev/null || sleep 0.5
             mountpoint -q "$mnt" && { fusermount3 -u "$mnt" 2>/dev/null \

@@ -1,0 +1,301 @@
+// Metadata schema: record encodings and key layout.
+#include "meta/schema.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace stripefs::meta {
+namespace {
+
+InodeRecord SampleInode() {
+  InodeRecord r;
+  r.ino = 0x0123456789abcdefull;
+  r.mode = S_IFREG | 0640;
+  r.uid = 1000;
+  r.gid = 2000;
+  r.nlink = 3;
+  r.size = (5ull << 30) + 17;
+  r.rdev = 0x0803;
+  r.atime_ns = -5;  // before the epoch
+  r.mtime_ns = 1700000000123456789;
+  r.ctime_ns = 1700000000987654321;
+  r.parent = 42;
+  r.uri = "stripefs://1b4e28ba-2fa1-11d2-883f-0016d3cca427/0123456789abcdef";
+  r.chunk_size = 4u << 20;
+  r.strategy = "striped";
+  r.replicas = 2;
+  r.symlink = std::string("target\0with nul", 15);
+  r.allocated = 12345678;
+  return r;
+}
+
+void ExpectSameInode(const InodeRecord& a, const InodeRecord& b) {
+  EXPECT_EQ(a.ino, b.ino);
+  EXPECT_EQ(a.mode, b.mode);
+  EXPECT_EQ(a.uid, b.uid);
+  EXPECT_EQ(a.gid, b.gid);
+  EXPECT_EQ(a.nlink, b.nlink);
+  EXPECT_EQ(a.size, b.size);
+  EXPECT_EQ(a.rdev, b.rdev);
+  EXPECT_EQ(a.atime_ns, b.atime_ns);
+  EXPECT_EQ(a.mtime_ns, b.mtime_ns);
+  EXPECT_EQ(a.ctime_ns, b.ctime_ns);
+  EXPECT_EQ(a.parent, b.parent);
+  EXPECT_EQ(a.uri, b.uri);
+  EXPECT_EQ(a.chunk_size, b.chunk_size);
+  EXPECT_EQ(a.strategy, b.strategy);
+  EXPECT_EQ(a.replicas, b.replicas);
+  EXPECT_EQ(a.symlink, b.symlink);
+  EXPECT_EQ(a.allocated, b.allocated);
+}
+
+ChunkRecord SampleChunk() {
+  ChunkRecord c;
+  c.length = 3 * kBlockSize + 100;  // 4 blocks
+  c.capacity = 1u << 20;
+  c.replicas = {{2, 7 * 4096ull}, {0, (1ull << 36) + 4096}};
+  c.crcs = {0xdeadbeef, 0, 0xffffffff, 0x12345678};
+  c.pending = {{1, 0xcafef00d}, {3, 0x0badc0de}};
+  return c;
+}
+
+void ExpectSameChunk(const ChunkRecord& a, const ChunkRecord& b) {
+  EXPECT_EQ(a.length, b.length);
+  EXPECT_EQ(a.capacity, b.capacity);
+  EXPECT_EQ(a.replicas, b.replicas);
+  EXPECT_EQ(a.crcs, b.crcs);
+  EXPECT_EQ(a.pending, b.pending);
+}
+
+// Every strict prefix of an encoding must be refused as corruption.
+template <typename Decode>
+void ExpectTruncationsRejected(const std::string& bytes, Decode decode) {
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    auto r = decode(std::string_view(bytes.data(), n));
+    ASSERT_FALSE(r.ok()) << "a prefix of " << n << " of " << bytes.size() << " bytes decoded";
+    EXPECT_EQ(r.status().code(), Code::kCorruption) << "prefix of " << n << " bytes";
+  }
+}
+
+template <typename Decode>
+void ExpectWrongVersionRejected(std::string bytes, Decode decode) {
+  ASSERT_FALSE(bytes.empty());
+  for (int v : {0, 2, 0x7f, 0xff}) {
+    bytes[0] = static_cast<char>(v);
+    auto r = decode(bytes);
+    ASSERT_FALSE(r.ok()) << "version byte " << v << " accepted";
+    EXPECT_EQ(r.status().code(), Code::kCorruption);
+  }
+}
+
+template <typename Decode>
+void ExpectTrailingBytesRejected(const std::string& bytes, Decode decode) {
+  auto r = decode(bytes + "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kCorruption);
+}
+
+TEST(SchemaTest, InodeRoundTrip) {
+  InodeRecord r = SampleInode();
+  auto d = DecodeInode(EncodeInode(r));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ExpectSameInode(d.value(), r);
+
+  InodeRecord empty;  // default-valued, empty strings
+  auto e = DecodeInode(EncodeInode(empty));
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  ExpectSameInode(e.value(), empty);
+}
+
+TEST(SchemaTest, InodeDecodeRejectsBadInput) {
+  std::string bytes = EncodeInode(SampleInode());
+  EXPECT_EQ(static_cast<uint8_t>(bytes[0]), 1u) << "records start with the version byte";
+  ExpectTruncationsRejected(bytes, [](std::string_view b) { return DecodeInode(b); });
+  ExpectWrongVersionRejected(bytes, [](std::string_view b) { return DecodeInode(b); });
+  ExpectTrailingBytesRejected(bytes, [](std::string_view b) { return DecodeInode(b); });
+}
+
+TEST(SchemaTest, DirEntryRoundTripAndRejects) {
+  DirEntry e{0xfedcba9876543210ull, S_IFDIR};
+  std::string bytes = EncodeDirEntry(e);
+  auto d = DecodeDirEntry(bytes);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->ino, e.ino);
+  EXPECT_EQ(d->type, e.type);
+  ExpectTruncationsRejected(bytes, [](std::string_view b) { return DecodeDirEntry(b); });
+  ExpectWrongVersionRejected(bytes, [](std::string_view b) { return DecodeDirEntry(b); });
+  ExpectTrailingBytesRejected(bytes, [](std::string_view b) { return DecodeDirEntry(b); });
+}
+
+TEST(SchemaTest, ChunkRoundTrip) {
+  ChunkRecord c = SampleChunk();
+  auto d = DecodeChunk(EncodeChunk(c));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ExpectSameChunk(d.value(), c);
+  EXPECT_EQ(d->blocks(), 4u);
+
+  // One replica, no pending, a block-aligned length.
+  ChunkRecord one;
+  one.length = 2 * kBlockSize;
+  one.capacity = 2 * kBlockSize;
+  one.replicas = {{3, 0}};
+  one.crcs = {1, 2};
+  auto d1 = DecodeChunk(EncodeChunk(one));
+  ASSERT_TRUE(d1.ok()) << d1.status().message();
+  ExpectSameChunk(d1.value(), one);
+
+  // Three replicas.
+  ChunkRecord three = one;
+  three.replicas = {{0, 4096}, {1, 8192}, {2, 12288}};
+  auto d3 = DecodeChunk(EncodeChunk(three));
+  ASSERT_TRUE(d3.ok()) << d3.status().message();
+  ExpectSameChunk(d3.value(), three);
+
+  // Empty chunk.
+  ChunkRecord empty;
+  auto d0 = DecodeChunk(EncodeChunk(empty));
+  ASSERT_TRUE(d0.ok()) << d0.status().message();
+  ExpectSameChunk(d0.value(), empty);
+}
+
+TEST(SchemaTest, ChunkDecodeRejectsBadInput) {
+  std::string bytes = EncodeChunk(SampleChunk());
+  ExpectTruncationsRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
+  ExpectWrongVersionRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
+  ExpectTrailingBytesRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
+}
+
+TEST(SchemaTest, ChunkDecodeRejectsCrcCountDisagreeingWithLength) {
+  ChunkRecord c = SampleChunk();
+  c.crcs.pop_back();  // 3 crcs for 4 blocks
+  auto d = DecodeChunk(EncodeChunk(c));
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kCorruption);
+}
+
+TEST(SchemaTest, BlockMatchesAcceptsCommittedOrPendingCrc) {
+  ChunkRecord c = SampleChunk();
+  EXPECT_TRUE(c.block_matches(0, 0xdeadbeef));
+  EXPECT_TRUE(c.block_matches(1, 0));           // committed
+  EXPECT_TRUE(c.block_matches(1, 0xcafef00d));  // pending
+  EXPECT_FALSE(c.block_matches(0, 0xcafef00d)); // pending of another block
+  EXPECT_FALSE(c.block_matches(2, 0x12345678));
+  EXPECT_FALSE(c.block_matches(9, 0));          // past the crcs
+}
+
+TEST(SchemaTest, ConfigRoundTrip) {
+  PoolConfig c;
+  c.uuid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+  c.chunk_size = 1u << 20;
+  c.strategy = "random";
+  c.replicas = 2;
+  c.segments = {{0, "drive", "/dev/nvme0n1", 1ull << 40}, {1, "drive", "/tmp/d1", 64ull << 20},
+                {2, "ram", "ram", 1ull << 30}};
+  auto d = DecodeConfig(EncodeConfig(c));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->format_version, kFormatVersion);
+  EXPECT_EQ(d->uuid, c.uuid);
+  EXPECT_EQ(d->chunk_size, c.chunk_size);
+  EXPECT_EQ(d->strategy, c.strategy);
+  EXPECT_EQ(d->replicas, c.replicas);
+  ASSERT_EQ(d->segments.size(), c.segments.size());
+  for (size_t i = 0; i < c.segments.size(); ++i) {
+    EXPECT_EQ(d->segments[i].id, c.segments[i].id);
+    EXPECT_EQ(d->segments[i].kind, c.segments[i].kind);
+    EXPECT_EQ(d->segments[i].path, c.segments[i].path);
+    EXPECT_EQ(d->segments[i].capacity, c.segments[i].capacity);
+  }
+}
+
+TEST(SchemaTest, ConfigDecodeRejectsBadInput) {
+  PoolConfig c;
+  c.uuid = "u";
+  c.segments = {{0, "drive", "/tmp/d0", 4096}};
+  std::string bytes = EncodeConfig(c);
+  ExpectTruncationsRejected(bytes, [](std::string_view b) { return DecodeConfig(b); });
+  PoolConfig future = c;
+  future.format_version = kFormatVersion + 1;
+  auto d = DecodeConfig(EncodeConfig(future));
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kCorruption);
+  auto missing = DecodeConfig(R"({"format_version":1,"uuid":"u"})");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kCorruption);
+}
+
+TEST(SchemaTest, U64ValueRoundTripAndRejects) {
+  for (uint64_t v : {0ull, 1ull, 0xffffffffffffffffull, 0x0102030405060708ull}) {
+    auto d = DecodeU64Value(EncodeU64(v));
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d.value(), v);
+  }
+  std::string bytes = EncodeU64(77);
+  ExpectTruncationsRejected(bytes, [](std::string_view b) { return DecodeU64Value(b); });
+  ExpectWrongVersionRejected(bytes, [](std::string_view b) { return DecodeU64Value(b); });
+}
+
+TEST(SchemaKeyTest, ChunkKeysSortNumerically) {
+  const uint64_t ino = 77;
+  EXPECT_LT(ChunkKey(ino, 2), ChunkKey(ino, 10));
+  EXPECT_LT(ChunkKey(ino, 255), ChunkKey(ino, 256));
+  EXPECT_LT(ChunkKey(ino, 0xffffffffull), ChunkKey(ino, 0x100000000ull));
+  std::vector<uint64_t> idx = {0, 1, 2, 9, 10, 11, 100, 255, 256, 65535, 65536, 1ull << 40};
+  std::vector<std::string> keys;
+  for (uint64_t i : idx) keys.push_back(ChunkKey(ino, i));
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+}
+
+TEST(SchemaKeyTest, ChunkKeysSortUnderTheirPrefix) {
+  const uint64_t ino = 0x1ff;
+  const std::string prefix = ChunkPrefix(ino);
+  for (uint64_t i : {0ull, 1ull, 2ull, 10ull, 1ull << 32, ~0ull}) {
+    std::string k = ChunkKey(ino, i);
+    EXPECT_TRUE(k.starts_with(prefix)) << "chunk " << i;
+    EXPECT_TRUE(k.starts_with(ChunkPrefixAll()));
+    EXPECT_EQ(InoFromKey(k), ino);
+    EXPECT_EQ(ChunkIndexFromKey(k), i);
+    // Neighbouring inodes' chunks do not fall under this prefix.
+    EXPECT_FALSE(ChunkKey(ino + 1, i).starts_with(prefix));
+    EXPECT_FALSE(ChunkKey(ino - 1, i).starts_with(prefix));
+    // Inode ino's chunks sort between its neighbours'.
+    EXPECT_LT(ChunkKey(ino - 1, ~0ull), k);
+    EXPECT_LT(k, ChunkKey(ino + 1, 0));
+  }
+  // Inode 256 vs 1: big-endian, so numeric order holds across byte boundaries.
+  EXPECT_LT(ChunkPrefix(1), ChunkPrefix(256));
+}
+
+TEST(SchemaKeyTest, KeyFamiliesAreDistinctAndDecodable) {
+  const uint64_t ino = 123456789;
+  EXPECT_EQ(InoFromKey(InodeKey(ino)), ino);
+  EXPECT_EQ(InoFromKey(OrphanKey(ino)), ino);
+  EXPECT_EQ(NameFromKey(DirEntryKey(ino, "hello.txt")), "hello.txt");
+  EXPECT_EQ(NameFromKey(XattrKey(ino, "user.k")), "user.k");
+  EXPECT_TRUE(DirEntryKey(ino, "x").starts_with(DirPrefix(ino)));
+  EXPECT_TRUE(XattrKey(ino, "x").starts_with(XattrPrefix(ino)));
+  EXPECT_TRUE(InodeKey(ino).starts_with(InodePrefixAll()));
+  EXPECT_TRUE(OrphanKey(ino).starts_with(OrphanPrefixAll()));
+  EXPECT_TRUE(DirPrefix(ino).starts_with(DirPrefixAll()));
+  EXPECT_TRUE(XattrPrefix(ino).starts_with(XattrPrefixAll()));
+  // No family's keys fall under another family's prefix.
+  std::vector<std::string> alls = {InodePrefixAll(), DirPrefixAll(), ChunkPrefixAll(), XattrPrefixAll(),
+                                   OrphanPrefixAll()};
+  std::vector<std::string> keys = {InodeKey(ino), DirEntryKey(ino, "n"), ChunkKey(ino, 0), XattrKey(ino, "n"),
+                                   OrphanKey(ino)};
+  for (size_t i = 0; i < alls.size(); ++i) {
+    for (size_t j = 0; j < keys.size(); ++j) {
+      EXPECT_EQ(keys[j].starts_with(alls[i]), i == j) << "key family " << j << " vs prefix " << alls[i];
+    }
+    EXPECT_FALSE(ConfigKey().starts_with(alls[i]));
+    EXPECT_FALSE(NextInoKey().starts_with(alls[i]));
+  }
+  EXPECT_NE(ConfigKey(), NextInoKey());
+  EXPECT_EQ(DecodeU64BE(std::string("\x00\x00\x00\x00\x00\x00\x01\x02", 8)), 0x102u);
+}
+
+}  // namespace
+}  // namespace stripefs::meta

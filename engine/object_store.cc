@@ -338,6 +338,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
 
   // 2. Buffers: whole blocks, old contents merged in where the write covers a block partly.
   Transaction intent;
+  std::map<uint64_t, ChunkRecord> intents;  // chunk index -> record with pending checksums
   for (Plan& p : plans) {
     const uint32_t old_blocks = p.before.blocks();
     const uint32_t end = p.piece.offset + p.piece.length;
@@ -374,6 +375,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
     }
     if (pending.pending.size() > p.before.pending.size()) {
       intent.put(meta::ChunkKey(obj.ino, p.piece.index), meta::EncodeChunk(pending));
+      intents.emplace(p.piece.index, std::move(pending));
     }
   }
 
@@ -385,6 +387,13 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
       return s;
     }
   }
+  // From here a failure may leave overwritten blocks with old or new bytes:
+  // the cached records must accept both, as the committed ones do.
+  auto fail = [&](Status s) {
+    undo();
+    for (auto& [index, rec] : intents) obj.chunks[index] = std::move(rec);
+    return s;
+  };
   std::vector<IoRequest> reqs;
   for (Plan& p : plans) {
     for (const Extent& e : p.after.replicas) {
@@ -392,10 +401,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
                       p.buf.data(), p.buf.size()});
     }
   }
-  if (Status s = io_->run(reqs); !s.ok()) {
-    undo();
-    return s;
-  }
+  if (Status s = io_->run(reqs); !s.ok()) return fail(s);
   {
     std::lock_guard plock(pending_mu_);
     for (const IoRequest& r : reqs) dirty_[r.segment] = true;
@@ -417,10 +423,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
         r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
       },
       &txn, false);
-  if (!committed.ok()) {
-    undo();
-    return committed.status();
-  }
+  if (!committed.ok()) return fail(committed.status());
   std::vector<Freed> freed;
   for (Plan& p : plans) {
     if (p.relocated && p.existed) {

@@ -21,6 +21,8 @@ struct Factory {
   std::function<std::unique_ptr<SegmentAllocator>(uint64_t capacity, uint64_t unit)> make;
 };
 
+void PrintTo(const Factory& f, std::ostream* os) { *os << f.name; }
+
 const std::vector<Factory> kFactories = {
     {"BestFit", [](uint64_t c, uint64_t u) { return NewBestFitAllocator(c, u); }},
 };

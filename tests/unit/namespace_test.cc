@@ -21,6 +21,7 @@ static_assert(RENAME_NOREPLACE == 1 && RENAME_EXCHANGE == 2);
 const std::string kUuid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 
 enum class Backend { kMem, kRocks };
+void PrintTo(Backend b, std::ostream* os) { *os << (b == Backend::kMem ? "Mem" : "Rocks"); }
 
 class NamespaceTest : public testing::TestWithParam<Backend> {
  protected:
@@ -176,8 +177,12 @@ TEST_P(NamespaceTest, CreateAndLookupFileDirSymlink) {
   auto listing = ns_->list(kRootIno);
   ASSERT_TRUE(listing.ok());
   for (const auto& e : listing.value()) {
-    if (e.name == "dir") EXPECT_EQ(e.entry.type, static_cast<uint32_t>(S_IFDIR));
-    if (e.name == "file") EXPECT_EQ(e.entry.type, static_cast<uint32_t>(S_IFREG));
+    if (e.name == "dir") {
+      EXPECT_EQ(e.entry.type, static_cast<uint32_t>(S_IFDIR));
+    }
+    if (e.name == "file") {
+      EXPECT_EQ(e.entry.type, static_cast<uint32_t>(S_IFREG));
+    }
   }
 }
 
@@ -381,6 +386,31 @@ TEST_P(NamespaceTest, RenameExchangeDirectoryWithFileAcrossDirectories) {
   EXPECT_EQ(Nlink(kRootIno), 3u);
   EXPECT_EQ(Nlink(sub.ino), 3u);
   EXPECT_EQ(LookupIno(sub.ino, "f"), d1.ino);
+  // And back, this time with the directory as the target of the exchange.
+  ASSERT_TRUE(ns_->rename(kRootIno, "d1", sub.ino, "f", RENAME_EXCHANGE).ok());
+  EXPECT_EQ(LookupIno(kRootIno, "d1"), d1.ino);
+  EXPECT_EQ(LookupIno(sub.ino, "f"), f.ino);
+  auto back = ns_->get(d1.ino);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->parent, kRootIno);
+  EXPECT_EQ(Nlink(kRootIno), 4u);
+  EXPECT_EQ(Nlink(sub.ino), 2u);
+}
+
+TEST_P(NamespaceTest, RenameExchangeTwoDirectoriesAcrossParents) {
+  InodeRecord p1 = MakeDir(kRootIno, "p1");
+  InodeRecord p2 = MakeDir(kRootIno, "p2");
+  InodeRecord a = MakeDir(p1.ino, "a");
+  InodeRecord b = MakeDir(p2.ino, "b");
+  MakeDir(b.ino, "inside_b");
+  ASSERT_TRUE(ns_->rename(p1.ino, "a", p2.ino, "b", RENAME_EXCHANGE).ok());
+  EXPECT_EQ(LookupIno(p1.ino, "a"), b.ino);
+  EXPECT_EQ(LookupIno(p2.ino, "b"), a.ino);
+  EXPECT_EQ(ns_->get(a.ino)->parent, p2.ino);
+  EXPECT_EQ(ns_->get(b.ino)->parent, p1.ino);
+  EXPECT_EQ(Nlink(p1.ino), 3u);
+  EXPECT_EQ(Nlink(p2.ino), 3u);
+  EXPECT_EQ(Nlink(b.ino), 3u);
 }
 
 TEST_P(NamespaceTest, RenameDirectoryBelowItselfIsInvalid) {

@@ -59,7 +59,7 @@ TEST(PlacementTest, StripedRanksChunkIFirstOnHashPlusI) {
   EXPECT_EQ(s->name(), "striped");
   for (size_t n : {1, 2, 3, 4, 7}) {
     auto drives = Drives(n);
-    for (uint64_t hash : {0ull, 1ull, 5ull, 0xFFFFFFFFFFFFFFFFull, ObjectHash("stripefs://pool/x")}) {
+    for (uint64_t hash : std::vector<uint64_t>{0, 1, 5, 0xFFFFFFFFFFFFFFFFull, ObjectHash("stripefs://pool/x")}) {
       for (uint64_t i = 0; i < 20; ++i) {
         auto ranked = s->rank({hash, i, 1 << 20}, drives);
         ASSERT_EQ(ranked.size(), n);

@@ -8,16 +8,18 @@
 #include <vector>
 
 namespace stripefs {
-namespace {
 
-bool operator==(const ChunkPiece& a, const ChunkPiece& b) {
+// Found by argument-dependent lookup, so they live in stripefs itself (file-local).
+static bool operator==(const ChunkPiece& a, const ChunkPiece& b) {
   return a.index == b.index && a.offset == b.offset && a.length == b.length && a.buffer_offset == b.buffer_offset;
 }
 
-void PrintTo(const ChunkPiece& p, std::ostream* os) {
+[[maybe_unused]] static void PrintTo(const ChunkPiece& p, std::ostream* os) {
   *os << "{index=" << p.index << " offset=" << p.offset << " length=" << p.length
       << " buffer_offset=" << p.buffer_offset << "}";
 }
+
+namespace {
 
 // The invariants every split must satisfy, whatever the inputs.
 void CheckSplit(uint64_t offset, uint64_t length, uint32_t chunk_size) {

@@ -1,0 +1,814 @@
+// ObjectStore over real drive files, io_uring, best-fit allocators and an
+// in-memory metadata store.
+#include "engine/object_store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/io_backend.h"
+#include "engine/placement.h"
+#include "meta/kv_store.h"
+#include "meta/namespace.h"
+
+namespace stripefs {
+namespace {
+
+using meta::ChunkRecord;
+using meta::InodeRecord;
+
+constexpr int kDrives = 4;
+constexpr uint64_t kDriveSize = 64ull << 20;
+constexpr uint64_t kDataOffset = 1ull << 20;
+constexpr uint64_t kCapacity = kDriveSize - kDataOffset;
+constexpr uint32_t kChunk = 1u << 20;
+constexpr uint64_t kBlock = 4096;
+
+// Passes everything to another backend, except that it can fail the Nth write
+// request (counted from arming) with an IOError without performing it.
+class FaultyBackend final : public IoBackend {
+ public:
+  explicit FaultyBackend(IoBackend* inner) : inner_(inner) {}
+
+  // Fails the nth write request from now on (1 = the next one); 0 disarms.
+  void FailNthWrite(int n) {
+    writes_seen_ = 0;
+    fail_at_ = n;
+    failures_ = 0;
+  }
+  int failures() const { return failures_; }
+
+  Status run(std::span<IoRequest> requests) override {
+    std::vector<IoRequest> pass;
+    bool failed = false;
+    for (IoRequest& r : requests) {
+      if (r.op == IoRequest::Op::kWrite && fail_at_ > 0 && ++writes_seen_ == fail_at_) {
+        failed = true;
+        ++failures_;
+        continue;
+      }
+      pass.push_back(r);
+    }
+    Status s = inner_->run(pass);
+    if (failed) return Status::IOError("injected write fault");
+    return s;
+  }
+  Status flush(uint32_t segment) override { return inner_->flush(segment); }
+
+ private:
+  IoBackend* inner_;
+  std::atomic<int> fail_at_{0};
+  std::atomic<int> writes_seen_{0};
+  std::atomic<int> failures_{0};
+};
+
+// Deterministic pseudo-random bytes, with no zero bytes (so holes are visible).
+std::string Pattern(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(1 + rng() % 255);
+  return s;
+}
+
+// Names the first differing byte instead of dumping megabytes.
+testing::AssertionResult SameBytes(const std::string& got, const std::string& want) {
+  if (got.size() != want.size()) {
+    return testing::AssertionFailure() << "size " << got.size() << ", want " << want.size();
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      return testing::AssertionFailure() << "first difference at byte " << i << ": got "
+                                         << int(static_cast<uint8_t>(got[i])) << ", want "
+                                         << int(static_cast<uint8_t>(want[i]));
+    }
+  }
+  return testing::AssertionSuccess();
+}
+
+class ObjectStoreTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/stripefs_os_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    for (int i = 0; i < kDrives; ++i) {
+      std::string path = dir_ + "/drive" + std::to_string(i);
+      int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      ASSERT_GE(fd, 0) << path;
+      ASSERT_EQ(ftruncate(fd, kDriveSize), 0);
+      fds_.push_back(fd);
+    }
+    uring_ = NewUringBackend(fds_);
+    faulty_ = std::make_unique<FaultyBackend>(uring_.get());
+    for (int i = 0; i < kDrives; ++i) {
+      allocators_.push_back(NewBestFitAllocator(kCapacity, kBlock));
+      slots_.push_back({static_cast<uint32_t>(i), kDataOffset, allocators_.back().get()});
+    }
+    kv_ = meta::NewMemKvStore();
+    meta::Transaction txn;
+    meta::Namespace::Format(&txn, 0, 0);
+    ASSERT_TRUE(kv_->commit(txn, true).ok());
+    auto ns = meta::Namespace::Open(kv_.get(), "test-uuid");
+    ASSERT_TRUE(ns.ok()) << ns.status().message();
+    ns_ = std::move(ns).value();
+    NewStore();
+  }
+
+  void TearDown() override {
+    store_.reset();
+    for (int fd : fds_) close(fd);
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A new ObjectStore instance over the same metadata, drives and allocators.
+  // The old one is synced first, so the space it gave up is not lost with it.
+  void NewStore() {
+    if (store_) {
+      Status s = store_->sync();
+      ASSERT_TRUE(s.ok()) << s.message();
+    }
+    store_ = std::make_unique<ObjectStore>(kv_.get(), ns_.get(), faulty_.get(), slots_);
+  }
+
+  InodeRecord NewFile(const std::string& name, const std::string& strategy = "striped", uint32_t replicas = 1) {
+    meta::NewInode n;
+    n.mode = S_IFREG | 0644;
+    n.chunk_size = kChunk;
+    n.strategy = strategy;
+    n.replicas = replicas;
+    auto r = ns_->create(meta::kRootIno, name, n);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r.value() : InodeRecord{};
+  }
+
+  std::shared_ptr<ObjectStore::Object> Obj(const InodeRecord& inode) {
+    auto o = store_->object(inode);
+    EXPECT_TRUE(o.ok()) << o.status().message();
+    return o.ok() ? o.value() : nullptr;
+  }
+
+  Status Write(ObjectStore::Object& obj, uint64_t off, const std::string& data) {
+    return store_->write(obj, off, data.data(), data.size()).status();
+  }
+
+  // Reads [off, off+len); on error returns the status through *st.
+  std::string Read(ObjectStore::Object& obj, uint64_t off, size_t len, Status* st = nullptr) {
+    std::string out(len, '\x55');
+    Status s = store_->read(obj, off, len, out.data());
+    if (st) {
+      *st = s;
+    } else {
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
+    return out;
+  }
+
+  uint64_t Size(uint64_t ino) {
+    auto r = ns_->get(ino);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? r->size : ~0ull;
+  }
+
+  uint64_t TotalFree() const {
+    uint64_t f = 0;
+    for (const auto& a : allocators_) f += a->free_bytes();
+    return f;
+  }
+
+  std::map<uint64_t, ChunkRecord> Chunks(uint64_t ino) {
+    auto c = store_->load_chunks(ino);
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return c.ok() ? c.value() : std::map<uint64_t, ChunkRecord>{};
+  }
+
+  // Flips one byte of a replica on its drive file, behind the store's back.
+  void CorruptByte(const meta::Extent& e, uint64_t offset_in_chunk) {
+    off_t pos = static_cast<off_t>(slots_[e.segment].data_offset + e.offset + offset_in_chunk);
+    char c;
+    ASSERT_EQ(pread(fds_[e.segment], &c, 1, pos), 1);
+    c = static_cast<char>(c ^ 0x5a);
+    ASSERT_EQ(pwrite(fds_[e.segment], &c, 1, pos), 1);
+  }
+
+  std::string dir_;
+  std::vector<int> fds_;
+  std::unique_ptr<IoBackend> uring_;
+  std::unique_ptr<FaultyBackend> faulty_;
+  std::vector<std::unique_ptr<SegmentAllocator>> allocators_;
+  std::vector<DriveSlot> slots_;
+  std::unique_ptr<meta::KvStore> kv_;
+  std::unique_ptr<meta::Namespace> ns_;
+  std::unique_ptr<ObjectStore> store_;
+};
+
+// The expected contents of a file.
+struct Model {
+  std::string bytes;
+  void write(uint64_t off, const std::string& data) {
+    if (bytes.size() < off + data.size()) bytes.resize(off + data.size(), '\0');
+    bytes.replace(off, data.size(), data);
+  }
+  void truncate(uint64_t size) { bytes.resize(size, '\0'); }
+};
+
+TEST_F(ObjectStoreTest, UnalignedWritesAndReadsAcrossChunks) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  struct W {
+    uint64_t off;
+    size_t len;
+  };
+  const std::vector<W> writes = {
+      {0, 1},                          // one byte
+      {1, 4094},                       // up to a block end minus one
+      {4095, 2},                       // across a block boundary
+      {kChunk - 3, 10},                // across a chunk boundary
+      {12345, 2 * kChunk + 17},        // across several chunks, unaligned at both ends
+      {3 * kChunk + 100, 5000},        // extends the file
+      {kChunk, kChunk},                // exactly one chunk, aligned
+      {777, 3},                        // small overwrite inside the first block
+      {2 * kChunk - 1, 2},             // last byte of chunk 1, first of chunk 2
+  };
+  uint32_t seed = 1;
+  for (const W& w : writes) {
+    SCOPED_TRACE(testing::Message() << "write at " << w.off << " of " << w.len);
+    std::string data = Pattern(w.len, seed++);
+    ASSERT_TRUE(Write(*obj, w.off, data).ok());
+    m.write(w.off, data);
+    EXPECT_EQ(Size(f.ino), m.bytes.size());
+    EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+  }
+  // Unaligned partial reads.
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 100; ++i) {
+    uint64_t off = rng() % m.bytes.size();
+    size_t len = 1 + rng() % std::min<uint64_t>(m.bytes.size() - off, 3 * kChunk);
+    ASSERT_TRUE(SameBytes(Read(*obj, off, len), m.bytes.substr(off, len))) << "read at " << off << " of " << len;
+  }
+}
+
+TEST_F(ObjectStoreTest, StripedChunksLandOnHashPlusIndex) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  ASSERT_TRUE(Write(*obj, 0, Pattern(6 * kChunk, 3)).ok());
+  uint64_t h = ObjectHash(f.uri);
+  auto chunks = Chunks(f.ino);
+  ASSERT_EQ(chunks.size(), 6u);
+  for (const auto& [index, rec] : chunks) {
+    ASSERT_EQ(rec.replicas.size(), 1u);
+    EXPECT_EQ(rec.replicas[0].segment, (h % kDrives + index % kDrives) % kDrives) << "chunk " << index;
+    EXPECT_EQ(rec.length, kChunk);
+    EXPECT_EQ(rec.crcs.size(), kChunk / kBlock);
+  }
+}
+
+TEST_F(ObjectStoreTest, HolesReadAsZeros) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  // A hole inside chunk 0 and a hole of whole chunks.
+  for (auto [off, seed] : std::vector<std::pair<uint64_t, uint32_t>>{{0, 1}, {500000, 2}, {3 * kChunk + 5, 3}}) {
+    std::string d = Pattern(3000, seed);
+    ASSERT_TRUE(Write(*obj, off, d).ok());
+    m.write(off, d);
+  }
+  std::string all = Read(*obj, 0, m.bytes.size());
+  EXPECT_TRUE(SameBytes(all, m.bytes));
+  EXPECT_EQ(all.substr(3000, 500000 - 3000), std::string(500000 - 3000, '\0'));
+  EXPECT_EQ(all.substr(503000, 3 * kChunk + 5 - 503000), std::string(3 * kChunk + 5 - 503000, '\0'));
+  // Only the written chunks exist.
+  auto chunks = Chunks(f.ino);
+  std::set<uint64_t> idx;
+  for (const auto& [i, r] : chunks) idx.insert(i);
+  EXPECT_EQ(idx, (std::set<uint64_t>{0, 3}));
+  // Reading past the written data of a chunk (but within the read) gives zeros.
+  std::string tail = Read(*obj, 3 * kChunk + 5 + 3000 - 10, 10 + 4096);
+  EXPECT_EQ(tail.substr(0, 10), m.bytes.substr(3 * kChunk + 5 + 3000 - 10, 10));
+  EXPECT_EQ(tail.substr(10), std::string(4096, '\0'));
+}
+
+TEST_F(ObjectStoreTest, OverwriteInPlace) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::string d = Pattern(2 * kChunk, 1);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  m.write(0, d);
+  auto before = Chunks(f.ino);
+  uint64_t free_before = TotalFree();
+  uint32_t seed = 10;
+  for (auto [off, len] : std::vector<std::pair<uint64_t, size_t>>{
+           {10, 20}, {4090, 10}, {8192, 4096}, {kChunk - 100, 200}, {2 * kChunk - 5000, 5000}}) {
+    std::string o = Pattern(len, seed++);
+    ASSERT_TRUE(Write(*obj, off, o).ok());
+    m.write(off, o);
+    EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes)) << "after overwrite at " << off;
+  }
+  EXPECT_EQ(Size(f.ino), 2 * kChunk);
+  auto after = Chunks(f.ino);
+  ASSERT_EQ(after.size(), before.size());
+  for (const auto& [i, rec] : after) {
+    EXPECT_EQ(rec.replicas, before[i].replicas) << "chunk " << i << " moved";
+    EXPECT_TRUE(rec.pending.empty()) << "chunk " << i << " kept pending checksums after a completed write";
+  }
+  EXPECT_EQ(TotalFree(), free_before);
+  // A fresh store (reading records from the kv) agrees.
+  NewStore();
+  auto obj2 = Obj(f);
+  ASSERT_NE(obj2, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*obj2, 0, m.bytes.size()), m.bytes));
+}
+
+TEST_F(ObjectStoreTest, SparseWriteFarOut) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  const uint64_t off = 40ull * kChunk + 123;
+  std::string d = Pattern(9000, 4);
+  ASSERT_TRUE(Write(*obj, off, d).ok());
+  EXPECT_EQ(Size(f.ino), off + d.size());
+  std::string all = Read(*obj, 0, off + d.size());
+  EXPECT_TRUE(SameBytes(all.substr(0, off), std::string(off, '\0')));
+  EXPECT_TRUE(SameBytes(all.substr(off), d));
+  auto chunks = Chunks(f.ino);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks.begin()->first, 40u);
+  // Then fill in something at the start.
+  ASSERT_TRUE(Write(*obj, 0, "head").ok());
+  EXPECT_EQ(Read(*obj, 0, 4), "head");
+  EXPECT_EQ(Size(f.ino), off + d.size());
+}
+
+TEST_F(ObjectStoreTest, TruncateDownThenUp) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::string d = Pattern(3 * kChunk + 777, 5);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  m.write(0, d);
+
+  const uint64_t cut = kChunk + kChunk / 2 + 100;  // inside chunk 1, mid-block
+  auto t = store_->truncate(*obj, cut, meta::NowNs());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  m.truncate(cut);
+  EXPECT_EQ(t->size, cut);
+  EXPECT_EQ(Size(f.ino), cut);
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, cut), m.bytes));
+  auto chunks = Chunks(f.ino);
+  EXPECT_EQ(chunks.size(), 2u) << "chunks past the cut must be dropped";
+  ASSERT_TRUE(store_->sync().ok());
+  const uint64_t cut_capacity = (cut - kChunk + kBlock - 1) / kBlock * kBlock;
+  EXPECT_EQ(chunks[1].capacity, cut_capacity);
+  EXPECT_EQ(TotalFree(), kDrives * kCapacity - kChunk - cut_capacity) << "space past the cut was not given back";
+
+  // Growing leaves zeros beyond the cut, not the old data.
+  const uint64_t grown = 3 * kChunk;
+  ASSERT_TRUE(store_->truncate(*obj, grown, meta::NowNs()).ok());
+  m.truncate(grown);
+  EXPECT_EQ(Size(f.ino), grown);
+  std::string all = Read(*obj, 0, grown);
+  EXPECT_TRUE(SameBytes(all, m.bytes));
+  EXPECT_EQ(all.substr(cut, 4096), std::string(4096, '\0'));
+
+  // A write a little past the cut must not resurrect the old bytes in between.
+  std::string w = Pattern(50, 6);
+  ASSERT_TRUE(Write(*obj, cut + 200, w).ok());
+  m.write(cut + 200, w);
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(TotalFree(), kDrives * kCapacity - kChunk - cut_capacity);
+  // Same in a fresh store.
+  NewStore();
+  auto obj2 = Obj(f);
+  ASSERT_NE(obj2, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*obj2, 0, m.bytes.size()), m.bytes));
+
+  // Truncate to zero gives everything back.
+  ASSERT_TRUE(store_->truncate(*obj2, 0, meta::NowNs()).ok());
+  EXPECT_EQ(Size(f.ino), 0u);
+  EXPECT_TRUE(Chunks(f.ino).empty());
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(TotalFree(), kDrives * kCapacity);
+}
+
+TEST_F(ObjectStoreTest, TruncateAtBlockBoundaryThenExtendByWrite) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::string d = Pattern(10 * kBlock, 7);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  m.write(0, d);
+  ASSERT_TRUE(store_->truncate(*obj, 3 * kBlock + 1, meta::NowNs()).ok());
+  m.truncate(3 * kBlock + 1);
+  ASSERT_TRUE(store_->sync().ok());
+  // Append after the cut: the chunk has to grow again.
+  std::string a = Pattern(5 * kBlock, 8);
+  ASSERT_TRUE(Write(*obj, 6 * kBlock + 3, a).ok());
+  m.write(6 * kBlock + 3, a);
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+}
+
+TEST_F(ObjectStoreTest, GrowingAChunkBlockedByANeighbourRelocatesIt) {
+  const uint64_t all = TotalFree();
+  InodeRecord a = NewFile("a");
+  auto ao = Obj(a);
+  ASSERT_NE(ao, nullptr);
+  Model m;
+  std::string d = Pattern(10000, 50);
+  ASSERT_TRUE(Write(*ao, 0, d).ok());
+  m.write(0, d);
+  ASSERT_TRUE(store_->trim(*ao).ok());
+  ASSERT_TRUE(store_->sync().ok());
+  const auto before = Chunks(a.ino);
+  ASSERT_EQ(before.at(0).capacity, 3 * kBlock);
+
+  // Another file takes a chunk on every drive, right after a's 3 blocks on a's drive.
+  InodeRecord b = NewFile("b");
+  auto bo = Obj(b);
+  ASSERT_NE(bo, nullptr);
+  std::string bd = Pattern(4 * kChunk, 51);
+  ASSERT_TRUE(Write(*bo, 0, bd).ok());
+
+  std::string g = Pattern(200000, 52);
+  ASSERT_TRUE(Write(*ao, 5000, g).ok());
+  m.write(5000, g);
+  const auto after = Chunks(a.ino);
+  EXPECT_NE(after.at(0).replicas, before.at(0).replicas) << "the chunk could not grow in place, so it must move";
+  EXPECT_TRUE(SameBytes(Read(*ao, 0, m.bytes.size()), m.bytes));
+  EXPECT_TRUE(SameBytes(Read(*bo, 0, bd.size()), bd));
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(TotalFree(), all - 4 * kChunk - after.at(0).capacity) << "the old extent was not given back";
+  NewStore();
+  auto ao2 = Obj(a);
+  ASSERT_NE(ao2, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*ao2, 0, m.bytes.size()), m.bytes));
+}
+
+TEST_F(ObjectStoreTest, TrimGivesSpaceBack) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  const uint64_t before = TotalFree();
+  std::string d = Pattern(10000, 9);  // 3 blocks of a 1 MiB reservation
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  const uint64_t after_write = TotalFree();
+  EXPECT_EQ(before - after_write, kChunk) << "a first write reserves a whole chunk";
+  auto ino = ns_->get(f.ino);
+  ASSERT_TRUE(ino.ok());
+  EXPECT_EQ(ino->allocated, kChunk);
+
+  ASSERT_TRUE(store_->trim(*obj).ok());
+  EXPECT_EQ(TotalFree(), after_write) << "trimmed space is reusable only after sync";
+  EXPECT_EQ(store_->pending_free_bytes(), kChunk - 3 * kBlock);
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(store_->pending_free_bytes(), 0u);
+  EXPECT_EQ(TotalFree(), before - 3 * kBlock);
+  auto chunks = Chunks(f.ino);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].capacity, 3 * kBlock);
+  ino = ns_->get(f.ino);
+  ASSERT_TRUE(ino.ok());
+  EXPECT_EQ(ino->allocated, 3 * kBlock);
+  EXPECT_EQ(Read(*obj, 0, d.size()), d);
+  // Trimming again changes nothing.
+  ASSERT_TRUE(store_->trim(*obj).ok());
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(TotalFree(), before - 3 * kBlock);
+}
+
+TEST_F(ObjectStoreTest, ReclaimOfUnlinkedFileReturnsAllSpace) {
+  const uint64_t before = TotalFree();
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  ASSERT_TRUE(Write(*obj, 0, Pattern(3 * kChunk + 5, 10)).ok());
+  ASSERT_TRUE(Write(*obj, 10 * kChunk, Pattern(100, 11)).ok());
+  ASSERT_TRUE(store_->trim(*obj).ok());
+  EXPECT_LT(TotalFree(), before);
+  obj.reset();
+
+  auto u = ns_->unlink(meta::kRootIno, "f");
+  ASSERT_TRUE(u.ok());
+  ASSERT_EQ(u->nlink, 0u);
+  ASSERT_TRUE(store_->reclaim(f.ino).ok());
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(TotalFree(), before);
+  EXPECT_TRUE(Chunks(f.ino).empty());
+  EXPECT_EQ(ns_->get(f.ino).status().code(), Code::kNotFound);
+  auto orphans = ns_->orphans();
+  ASSERT_TRUE(orphans.ok());
+  EXPECT_TRUE(orphans->empty());
+}
+
+TEST_F(ObjectStoreTest, CorruptedByteFailsRead) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  std::string d = Pattern(3 * kBlock, 12);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  auto chunks = Chunks(f.ino);
+  ASSERT_EQ(chunks.size(), 1u);
+  ASSERT_EQ(chunks[0].replicas.size(), 1u);
+  CorruptByte(chunks[0].replicas[0], kBlock + 17);  // inside block 1
+
+  Status s;
+  Read(*obj, 0, d.size(), &s);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+  Read(*obj, kBlock + 10, 20, &s);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+  // Blocks that were not touched still read.
+  EXPECT_EQ(Read(*obj, 0, kBlock), d.substr(0, kBlock));
+  EXPECT_EQ(Read(*obj, 2 * kBlock, kBlock), d.substr(2 * kBlock, kBlock));
+  // A fresh store notices as well.
+  NewStore();
+  auto obj2 = Obj(f);
+  ASSERT_NE(obj2, nullptr);
+  Read(*obj2, 0, d.size(), &s);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+}
+
+TEST_F(ObjectStoreTest, NewStoreInstanceReadsSameBytesWhateverTheStrategy) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::string d = Pattern(3 * kChunk + 4321, 13);
+  ASSERT_TRUE(Write(*obj, 999, d).ok());
+  m.write(999, d);
+  auto records = Chunks(f.ino);
+  obj.reset();
+
+  // A new ObjectStore, and the inode presented with another strategy: the
+  // chunk records, not the strategy, say where the data is.
+  NewStore();
+  auto inode = ns_->get(f.ino);
+  ASSERT_TRUE(inode.ok());
+  InodeRecord changed = inode.value();
+  changed.strategy = "random";
+  auto obj2 = Obj(changed);
+  ASSERT_NE(obj2, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*obj2, 0, m.bytes.size()), m.bytes));
+  // Overwriting existing chunks keeps them where they are.
+  std::string o = Pattern(100, 14);
+  ASSERT_TRUE(Write(*obj2, kChunk + 50, o).ok());
+  m.write(kChunk + 50, o);
+  EXPECT_TRUE(SameBytes(Read(*obj2, 0, m.bytes.size()), m.bytes));
+  auto after = Chunks(f.ino);
+  for (const auto& [i, rec] : records) EXPECT_EQ(after[i].replicas, rec.replicas) << "chunk " << i;
+}
+
+TEST_F(ObjectStoreTest, RandomStrategyFileReadsBack) {
+  InodeRecord striped = NewFile("s");
+  InodeRecord random = NewFile("r", "random");
+  auto so = Obj(striped);
+  auto ro = Obj(random);
+  ASSERT_NE(so, nullptr);
+  ASSERT_NE(ro, nullptr);
+  Model ms, mr;
+  std::string a = Pattern(2 * kChunk + 11, 15), b = Pattern(5 * kChunk + 3, 16);
+  ASSERT_TRUE(Write(*so, 0, a).ok());
+  ms.write(0, a);
+  ASSERT_TRUE(Write(*ro, 7, b).ok());
+  mr.write(7, b);
+  std::string c = Pattern(5000, 17);
+  ASSERT_TRUE(Write(*ro, 2 * kChunk - 2500, c).ok());
+  mr.write(2 * kChunk - 2500, c);
+  EXPECT_TRUE(SameBytes(Read(*so, 0, ms.bytes.size()), ms.bytes));
+  EXPECT_TRUE(SameBytes(Read(*ro, 0, mr.bytes.size()), mr.bytes));
+  NewStore();
+  auto ro2 = Obj(random);
+  ASSERT_NE(ro2, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*ro2, 0, mr.bytes.size()), mr.bytes));
+}
+
+TEST_F(ObjectStoreTest, FailedNewChunkWriteLeavesContentsAndSpace) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::string d = Pattern(2 * kChunk + 500, 18);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  m.write(0, d);
+  const uint64_t free_before = TotalFree();
+  const auto records_before = Chunks(f.ino);
+
+  faulty_->FailNthWrite(1);
+  Status s = Write(*obj, 5 * kChunk, Pattern(3000, 19));  // a new chunk
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(faulty_->failures(), 1);
+  faulty_->FailNthWrite(0);
+  EXPECT_EQ(TotalFree(), free_before) << "the failed write's reservation was not given back";
+  EXPECT_EQ(Size(f.ino), m.bytes.size());
+  EXPECT_EQ(Chunks(f.ino).size(), records_before.size());
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+
+  // Two new chunks, the second one failing.
+  faulty_->FailNthWrite(2);
+  s = Write(*obj, 6 * kChunk - 10, Pattern(100, 20));
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(faulty_->failures(), 1);
+  faulty_->FailNthWrite(0);
+  EXPECT_EQ(TotalFree(), free_before);
+  EXPECT_EQ(Size(f.ino), m.bytes.size());
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+
+  // The store still works afterwards.
+  std::string e = Pattern(4000, 21);
+  ASSERT_TRUE(Write(*obj, 5 * kChunk, e).ok());
+  m.write(5 * kChunk, e);
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+}
+
+TEST_F(ObjectStoreTest, FailedInPlaceOverwriteLeavesContentsAndSpace) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::string d = Pattern(kChunk / 2, 22);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  m.write(0, d);
+  const uint64_t free_before = TotalFree();
+
+  faulty_->FailNthWrite(1);
+  Status s = Write(*obj, 5000, Pattern(10000, 23));  // overwrite inside one chunk
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(faulty_->failures(), 1);
+  faulty_->FailNthWrite(0);
+  EXPECT_EQ(TotalFree(), free_before);
+  EXPECT_EQ(Size(f.ino), m.bytes.size());
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+  NewStore();
+  auto obj2 = Obj(f);
+  ASSERT_NE(obj2, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*obj2, 0, m.bytes.size()), m.bytes));
+}
+
+TEST_F(ObjectStoreTest, FailedGrowingWriteGivesExtensionBack) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::string d = Pattern(10000, 24);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  m.write(0, d);
+  ASSERT_TRUE(store_->trim(*obj).ok());  // capacity down to 3 blocks
+  ASSERT_TRUE(store_->sync().ok());
+  const uint64_t free_before = TotalFree();
+
+  faulty_->FailNthWrite(1);
+  Status s = Write(*obj, 9000, Pattern(100000, 25));  // must grow the chunk
+  EXPECT_FALSE(s.ok());
+  faulty_->FailNthWrite(0);
+  EXPECT_EQ(TotalFree(), free_before) << "the extension of the failed write was not given back";
+  EXPECT_EQ(Size(f.ino), m.bytes.size());
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+  auto chunks = Chunks(f.ino);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].capacity, 3 * kBlock);
+}
+
+// An overwrite of two chunks where the second chunk's write fails: the first
+// chunk's blocks now hold the new data. Per the write protocol their new
+// checksums were recorded as pending before the data went out, so every block
+// must read back as either the old or the new contents, never as a checksum error.
+class PartialOverwriteTest : public ObjectStoreTest {
+ protected:
+  void SetUp() override {
+    ObjectStoreTest::SetUp();
+    if (HasFatalFailure()) return;
+    file_ = NewFile("f");
+    obj_ = Obj(file_);
+    ASSERT_NE(obj_, nullptr);
+    old_data_ = Pattern(2 * kChunk, 26);
+    new_data_ = Pattern(2 * kChunk, 27);
+    ASSERT_TRUE(Write(*obj_, 0, old_data_).ok());
+    faulty_->FailNthWrite(2);  // chunk 0 is written, chunk 1 is not
+    Status s = Write(*obj_, 0, new_data_);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(faulty_->failures(), 1);
+    faulty_->FailNthWrite(0);
+  }
+
+  void ExpectOldOrNew(ObjectStore& store, ObjectStore::Object& o) {
+    std::string got(old_data_.size(), '\0');
+    Status rs = store.read(o, 0, got.size(), got.data());
+    ASSERT_TRUE(rs.ok()) << rs.message();
+    for (size_t b = 0; b < got.size() / kBlock; ++b) {
+      std::string blk = got.substr(b * kBlock, kBlock);
+      EXPECT_TRUE(blk == old_data_.substr(b * kBlock, kBlock) || blk == new_data_.substr(b * kBlock, kBlock))
+          << "block " << b << " is neither old nor new";
+    }
+  }
+
+  InodeRecord file_;
+  std::shared_ptr<ObjectStore::Object> obj_;
+  std::string old_data_, new_data_;
+};
+
+// A store that loads the chunk records afresh (as after a remount) sees the pending checksums.
+TEST_F(PartialOverwriteTest, FreshStoreReadsOldOrNew) {
+  ObjectStore fresh(kv_.get(), ns_.get(), faulty_.get(), slots_);
+  auto fo = fresh.object(file_);
+  ASSERT_TRUE(fo.ok());
+  ExpectOldOrNew(fresh, *fo.value());
+}
+
+// The store that ran the failed write must agree with what it committed.
+TEST_F(PartialOverwriteTest, SameStoreReadsOldOrNew) { ExpectOldOrNew(*store_, *obj_); }
+
+TEST_F(ObjectStoreTest, TwoReplicasOnDistinctSegmentsSurviveOneCorruption) {
+  InodeRecord f = NewFile("f", "striped", 2);
+  EXPECT_EQ(f.replicas, 2u);
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  const uint64_t before = TotalFree();
+  std::string d = Pattern(3 * kChunk + 1234, 28);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  EXPECT_EQ(before - TotalFree(), 2ull * 4 * kChunk) << "each of 4 chunks is reserved twice";
+  auto chunks = Chunks(f.ino);
+  ASSERT_EQ(chunks.size(), 4u);
+  for (const auto& [i, rec] : chunks) {
+    ASSERT_EQ(rec.replicas.size(), 2u) << "chunk " << i;
+    EXPECT_NE(rec.replicas[0].segment, rec.replicas[1].segment) << "chunk " << i;
+  }
+  EXPECT_EQ(Read(*obj, 0, d.size()), d);
+
+  // One replica of chunk 1 and the other replica of chunk 2 go bad.
+  CorruptByte(chunks[1].replicas[0], 5000);
+  CorruptByte(chunks[2].replicas[1], 0);
+  CorruptByte(chunks[0].replicas[0], kChunk - 1);
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, d.size()), d));
+  NewStore();
+  auto obj2 = Obj(f);
+  ASSERT_NE(obj2, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*obj2, 0, d.size()), d));
+
+  // With both replicas of a block bad, the read fails.
+  CorruptByte(chunks[1].replicas[1], 5001);
+  Status s;
+  Read(*obj2, kChunk, 8192, &s);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+}
+
+TEST_F(ObjectStoreTest, TwoReplicasOverwriteAndGrow) {
+  InodeRecord f = NewFile("f", "random", 2);
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  uint32_t seed = 30;
+  for (auto [off, len] : std::vector<std::pair<uint64_t, size_t>>{
+           {0, 5000}, {4000, 3 * kChunk}, {100, 10}, {2 * kChunk + 7, 9000}}) {
+    std::string d = Pattern(len, seed++);
+    ASSERT_TRUE(Write(*obj, off, d).ok());
+    m.write(off, d);
+  }
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+  for (const auto& [i, rec] : Chunks(f.ino)) {
+    ASSERT_EQ(rec.replicas.size(), 2u);
+    EXPECT_NE(rec.replicas[0].segment, rec.replicas[1].segment) << "chunk " << i;
+  }
+}
+
+TEST_F(ObjectStoreTest, FullPoolGivesNoSpaceAndStoresNothing) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  // 63 chunks per drive, 252 in all: fill all but 2.
+  const uint64_t total_chunks = kDrives * (kCapacity / kChunk);
+  std::string chunk = Pattern(kChunk, 40);
+  for (uint64_t i = 0; i + 2 < total_chunks; ++i) {
+    ASSERT_TRUE(Write(*obj, i * kChunk, chunk).ok()) << "chunk " << i;
+  }
+  const uint64_t size_before = Size(f.ino);
+  const uint64_t free_before = TotalFree();
+  EXPECT_EQ(free_before, 2 * kChunk);
+  Status s = Write(*obj, size_before, Pattern(3 * kChunk, 41));
+  EXPECT_EQ(s.code(), Code::kNoSpace) << s.message();
+  EXPECT_EQ(TotalFree(), free_before);
+  EXPECT_EQ(Size(f.ino), size_before);
+  EXPECT_EQ(Chunks(f.ino).size(), total_chunks - 2);
+  // What fits still goes in.
+  ASSERT_TRUE(Write(*obj, size_before, Pattern(2 * kChunk, 42)).ok());
+  EXPECT_EQ(TotalFree(), 0u);
+}
+
+}  // namespace
+}  // namespace stripefs

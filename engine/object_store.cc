@@ -80,9 +80,11 @@ Result<std::shared_ptr<ObjectStore::Object>> ObjectStore::object(const InodeReco
   return obj;
 }
 
-void ObjectStore::forget(uint64_t ino) {
+void ObjectStore::forget_if_unused(uint64_t ino) {
   std::lock_guard lock(objects_mu_);
-  objects_.erase(ino);
+  // References are only handed out under objects_mu_, so a count of one means no holder.
+  auto it = objects_.find(ino);
+  if (it != objects_.end() && it->second.use_count() == 1) objects_.erase(it);
 }
 
 Result<std::map<uint64_t, ChunkRecord>> ObjectStore::load_chunks(uint64_t ino) {
@@ -518,7 +520,7 @@ Status ObjectStore::reclaim(uint64_t ino) {
     for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
   }
   SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
-  forget(ino);
+  forget_if_unused(ino);
   release_later(std::move(freed));
   return Status::OK();
 }

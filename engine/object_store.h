@@ -56,8 +56,9 @@ class ObjectStore {
 
   // The shared state of a regular file, created on first use.
   Result<std::shared_ptr<Object>> object(const meta::InodeRecord& inode);
-  // Drops the cached state of an object nobody uses.
-  void forget(uint64_t ino);
+  // Drops the cached state of an object (its chunk map) when nothing but the
+  // cache holds it, so memory follows the open files, not every file ever touched.
+  void forget_if_unused(uint64_t ino);
 
   // Reads [offset, offset+len) into out; holes and bytes past the written
   // data read as zeros. The caller clips len to the file size.

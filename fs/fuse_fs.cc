@@ -170,6 +170,8 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
       obj = o.value();
     }
     r = f->store().truncate(*obj, static_cast<uint64_t>(attr->st_size), now);
+    obj.reset();
+    f->store().forget_if_unused(ino);
     if (Failed(req, r, "truncate")) return;
   }
   meta::AttrChange c;
@@ -283,7 +285,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto obj = F(req)->store().object(r.value());
     if (Failed(req, obj, "open")) return;
     r = F(req)->store().truncate(*obj.value(), 0, meta::NowNs());
-    if (Failed(req, r, "open")) return;
+    if (Failed(req, r, "open")) return;  // the handle opened below keeps the cached state
   }
   OpenFile(req, r.value(), fi, false);
 }
@@ -327,6 +329,7 @@ void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (r.ok()) f->maybe_reclaim(r.value());
   }
   delete h;
+  f->store().forget_if_unused(ino);
   fuse_reply_err(req, 0);
 }
 

@@ -11,7 +11,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -77,10 +79,17 @@ int RunMkfs(const std::string& meta_dir, const std::vector<std::string>& drives,
 // ---- mount ----
 
 int RunMount(fs::MountOptions options) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(options.mountpoint, ec)) {
-    return Fail(fmt::format("mountpoint {} is not a directory", options.mountpoint));
+  struct stat st;
+  if (stat(options.mountpoint.c_str(), &st) != 0) {
+    if (errno == ENOTCONN) {
+      return Fail(fmt::format("{} is a dead mount (its daemon stopped); unmount it first with "
+                              "`fusermount3 -u {}` or `umount -l {}`", options.mountpoint, options.mountpoint,
+                              options.mountpoint));
+    }
+    return Fail(fmt::format("mountpoint {}: {}", options.mountpoint, strerror(errno)));
   }
+  if (!S_ISDIR(st.st_mode)) return Fail(fmt::format("mountpoint {} is not a directory", options.mountpoint));
+  std::error_code ec;
   options.meta_dir = std::filesystem::absolute(options.meta_dir, ec).string();
   options.mountpoint = std::filesystem::absolute(options.mountpoint, ec).string();
   const std::string pid_file = options.meta_dir + "/daemon.pid";

@@ -504,18 +504,21 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
       footprint[ino] += rec->capacity;
     }
     if (rec->replicas.empty()) problem(where + ": has no replica");
-    if (verify && !rec->replicas.empty() && rec->length > 0) {
+    if (verify && rec->length > 0) {
+      size_t bytes = size_t{rec->blocks()} * meta::kBlockSize;
+      void* raw = nullptr;
+      if (posix_memalign(&raw, meta::kBlockSize, bytes) != 0) throw std::bad_alloc();
+      std::unique_ptr<char, decltype(&free)> buf(static_cast<char*>(raw), &free);
       for (const auto& e : rec->replicas) {
         if (e.segment >= fds_.size() || fds_[e.segment] < 0) continue;
-        std::vector<char> block(meta::kBlockSize);
+        IoRequest req{IoRequest::Op::kRead, e.segment, kDataOffset + e.offset, buf.get(), bytes};
+        if (Status s = io_->run({&req, 1}); !s.ok()) {
+          problem(fmt::format("{}: cannot be read from drive {}: {}", where, e.segment, s.message()));
+          continue;
+        }
         for (uint32_t b = 0; b < rec->blocks(); ++b) {
-          ssize_t n = pread(fds_[e.segment], block.data(), block.size(), static_cast<off_t>(kDataOffset + e.offset + uint64_t{b} * meta::kBlockSize));
-          if (n != static_cast<ssize_t>(block.size())) {
-            problem(fmt::format("{}: block {} on drive {} cannot be read", where, b, e.segment));
-            break;
-          }
           verified_blocks[0]++;
-          if (!rec->block_matches(b, Crc32c(block.data(), block.size()))) {
+          if (!rec->block_matches(b, Crc32c(buf.get() + size_t{b} * meta::kBlockSize, meta::kBlockSize))) {
             problem(fmt::format("{}: block {} on drive {} fails its checksum", where, b, e.segment));
           }
         }

@@ -109,6 +109,7 @@ META=$TMP/meta
 MNT=$TMP/mnt
 DRIVES=()
 MOUNTED=()   # "META|MNT" of every pool mounted by this script
+CLEANUP_HOOKS=()  # commands teardown runs after unmounting (e.g. detach loop devices)
 
 teardown() {
     local rc=$? entry m mnt pid still_mounted=0
@@ -132,6 +133,7 @@ teardown() {
         fi
         mountpoint -q "$mnt" && still_mounted=1
     done
+    for hook in "${CLEANUP_HOOKS[@]}"; do $hook; done
     if ((still_mounted)); then
         echo "[$TEST_NAME] teardown: a mount is still present under $TMP; not removing it" >&2
     else

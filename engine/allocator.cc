@@ -2,6 +2,7 @@
 // coalescing, by length for best fit).
 #include <fmt/format.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
@@ -66,15 +67,13 @@ class BestFitAllocator final : public SegmentAllocator {
   }
 
   uint64_t capacity() const override { return capacity_; }
-  uint64_t free_bytes() const override {
-    std::lock_guard lock(mu_);
-    return free_;
-  }
+  uint64_t free_bytes() const override { return free_.load(std::memory_order_relaxed); }
   uint64_t unit() const override { return unit_; }
   double fragmentation() const override {
     std::lock_guard lock(mu_);
-    if (free_ == 0 || by_len_.empty()) return 0.0;
-    return 1.0 - static_cast<double>(by_len_.rbegin()->first) / static_cast<double>(free_);
+    uint64_t free = free_.load(std::memory_order_relaxed);
+    if (free == 0 || by_len_.empty()) return 0.0;
+    return 1.0 - static_cast<double>(by_len_.rbegin()->first) / static_cast<double>(free);
   }
   void for_each_free(const std::function<void(uint64_t, uint64_t)>& fn) const override {
     std::lock_guard lock(mu_);
@@ -97,12 +96,12 @@ class BestFitAllocator final : public SegmentAllocator {
   void insert(uint64_t off, uint64_t len) {
     by_off_[off] = len;
     by_len_.insert({len, off});
-    free_ += len;
+    free_.fetch_add(len, std::memory_order_relaxed);
   }
   void erase(uint64_t off, uint64_t len) {
     by_off_.erase(off);
     by_len_.erase({len, off});
-    free_ -= len;
+    free_.fetch_sub(len, std::memory_order_relaxed);
   }
 
   const uint64_t capacity_;
@@ -110,7 +109,7 @@ class BestFitAllocator final : public SegmentAllocator {
   mutable std::mutex mu_;
   std::map<uint64_t, uint64_t> by_off_;            // GUARDED_BY(mu_)
   std::set<std::pair<uint64_t, uint64_t>> by_len_;  // GUARDED_BY(mu_)
-  uint64_t free_ = 0;                               // GUARDED_BY(mu_)
+  std::atomic<uint64_t> free_{0};  // written under mu_, read without it (placement looks at it)
 };
 
 }  // namespace

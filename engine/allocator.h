@@ -10,6 +10,10 @@
 
 namespace stripefs {
 
+// Allocation units: drives need 4 KiB for O_DIRECT; RAM segments only cache-line alignment.
+inline constexpr uint64_t kDriveAllocationUnit = 4096;
+inline constexpr uint64_t kRamAllocationUnit = 64;
+
 // Thread-safe. Offsets and lengths are bytes, multiples of unit().
 class SegmentAllocator {
  public:

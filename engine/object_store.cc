@@ -51,10 +51,18 @@ class AlignedBuffer {
 
 uint64_t Footprint(const ChunkRecord& r) { return uint64_t{r.capacity} * r.replicas.size(); }
 
+std::vector<Placer::Segment> PlaceableDrives(const std::vector<DriveSlot>& drives) {
+  std::vector<Placer::Segment> out;
+  for (const DriveSlot& d : drives) {
+    if (d.allocator) out.push_back({d.id, d.allocator});
+  }
+  return out;
+}
+
 }  // namespace
 
 ObjectStore::ObjectStore(meta::KvStore* kv, meta::Namespace* ns, IoBackend* io, std::vector<DriveSlot> drives)
-    : kv_(kv), ns_(ns), io_(io), drives_(std::move(drives)), dirty_(drives_.size(), false) {}
+    : kv_(kv), ns_(ns), io_(io), drives_(std::move(drives)), placer_(PlaceableDrives(drives_)), dirty_(drives_.size(), false) {}
 
 Result<std::shared_ptr<ObjectStore::Object>> ObjectStore::object(const InodeRecord& inode) {
   std::lock_guard lock(objects_mu_);
@@ -182,27 +190,7 @@ Status ObjectStore::read(Object& obj, uint64_t offset, size_t len, char* out) {
   return Status::OK();
 }
 
-Result<std::vector<Extent>> ObjectStore::allocate(const Object& obj, uint64_t chunk_index, uint64_t len) {
-  std::vector<SegmentView> views;
-  for (const DriveSlot& d : drives_) {
-    if (d.allocator) views.push_back({d.id, d.allocator->capacity(), d.allocator->free_bytes()});
-  }
-  std::vector<Extent> extents;
-  for (uint32_t seg : obj.strategy->rank({obj.hash, chunk_index, len}, views)) {
-    if (extents.size() == obj.replicas) break;
-    auto off = drives_[seg].allocator->allocate(len);
-    if (off.ok()) extents.push_back({seg, off.value()});
-  }
-  if (extents.size() < obj.replicas) {
-    release_now(extents, len);
-    return Status::NoSpace(fmt::format("no room for {} bytes on {} distinct drives", len, obj.replicas));
-  }
-  return extents;
-}
-
-void ObjectStore::release_now(const std::vector<Extent>& extents, uint64_t len) {
-  for (const Extent& e : extents) drives_[e.segment].allocator->release(e.offset, len);
-}
+void ObjectStore::release_now(const std::vector<Extent>& extents, uint64_t len) { placer_.release(extents, len); }
 
 void ObjectStore::release_later(std::vector<Freed> freed) {
   std::lock_guard lock(pending_mu_);
@@ -280,7 +268,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
   auto reserve = [&](uint64_t index, uint32_t need) -> Result<std::pair<std::vector<Extent>, uint32_t>> {
     for (int attempt = 0; attempt < 2; ++attempt) {
       for (uint32_t cap : {obj.chunk_size, need}) {
-        auto ext = allocate(obj, index, cap);
+        auto ext = placer_.place(*obj.strategy, {obj.hash, index, cap}, obj.replicas, obj.replicas);
         if (ext.ok()) return std::make_pair(std::move(ext).value(), cap);
       }
       if (attempt == 0 && pending_free_bytes() > 0) {

@@ -91,8 +91,6 @@ class ObjectStore {
   Status ensure_loaded(Object& obj);  // REQUIRES: obj.mu held
   // Reads blocks [first, first+count) of a chunk into buf, verified, from any good replica.
   Status read_blocks(const meta::ChunkRecord& rec, uint32_t first, uint32_t count, char* buf);
-  // Reserves len bytes on `replicas` distinct drives chosen by the strategy.
-  Result<std::vector<meta::Extent>> allocate(const Object& obj, uint64_t chunk_index, uint64_t len);
   void release_now(const std::vector<meta::Extent>& extents, uint64_t len);
   void release_later(std::vector<Freed> freed);
   Status sync_and_release();
@@ -102,6 +100,7 @@ class ObjectStore {
   meta::Namespace* ns_;
   IoBackend* io_;
   std::vector<DriveSlot> drives_;  // indexed by segment id
+  Placer placer_;                  // over the drives that take new chunks
 
   std::mutex objects_mu_;
   std::map<uint64_t, std::shared_ptr<Object>> objects_;  // GUARDED_BY(objects_mu_)

@@ -1,4 +1,4 @@
-// The placement strategies.
+// The placement strategies and the Placer.
 #include "engine/placement.h"
 
 #include <openssl/evp.h>
@@ -9,46 +9,79 @@
 namespace stripefs {
 namespace {
 
-// Candidates in ring order from start: the preferred segment, then the next with room.
-std::vector<uint32_t> RingFrom(uint64_t start, const std::vector<SegmentView>& drives) {
-  std::vector<uint32_t> out;
-  out.reserve(drives.size());
-  for (size_t i = 0; i < drives.size(); ++i) out.push_back(drives[(start + i) % drives.size()].id);
-  return out;
+// Positions start, start+1, ... around the ring: the preferred segment, then the next with room.
+void RingFrom(uint64_t start, size_t n, std::vector<uint32_t>* order) {
+  order->clear();
+  for (size_t i = 0; i < n; ++i) order->push_back(static_cast<uint32_t>((start + i) % n));
 }
 
-// Chunk i of an object prefers drive (H(uri) + i) mod N (DESIGN invariant 2).
+std::mt19937_64& Rng() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng;
+}
+
+double FreeRatio(const SegmentView& s) {
+  return s.capacity ? static_cast<double>(s.free) / static_cast<double>(s.capacity) : 0.0;
+}
+
+// Chunk i of an object prefers segment (H(uri) + i) mod N (DESIGN invariant 2).
 class StripedStrategy final : public PlacementStrategy {
  public:
   std::string_view name() const override { return "striped"; }
-  std::vector<uint32_t> rank(const PlacementRequest& req, const std::vector<SegmentView>& drives) const override {
-    if (drives.empty()) return {};
-    return RingFrom((req.object_hash % drives.size() + req.chunk_index % drives.size()) % drives.size(), drives);
+  void rank(const PlacementRequest& req, std::span<const SegmentView> segs, std::vector<uint32_t>* order) const override {
+    size_t n = segs.size();
+    if (n == 0) return order->clear();
+    RingFrom(req.object_hash % n + req.chunk_index % n, n, order);
   }
 };
 
-// A uniformly random start, then the next segments in order.
+// A uniformly random start, then the following segments in order.
 class RandomStrategy final : public PlacementStrategy {
  public:
   std::string_view name() const override { return "random"; }
-  std::vector<uint32_t> rank(const PlacementRequest&, const std::vector<SegmentView>& drives) const override {
-    if (drives.empty()) return {};
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    return RingFrom(rng() % drives.size(), drives);
+  void rank(const PlacementRequest&, std::span<const SegmentView> segs, std::vector<uint32_t>* order) const override {
+    if (segs.empty()) return order->clear();
+    RingFrom(Rng()() % segs.size(), segs.size(), order);
   }
 };
 
-// The drives with the largest share of free space first (ties: lower id).
+// A handful of random candidates ranked by free ratio, best first; the rest
+// follow in ring order as fallbacks.
 class FreeRatioFirstStrategy final : public PlacementStrategy {
  public:
+  static constexpr size_t kCandidates = 6;
   std::string_view name() const override { return "free-ratio-first"; }
-  std::vector<uint32_t> rank(const PlacementRequest&, const std::vector<SegmentView>& drives) const override {
-    std::vector<SegmentView> sorted = drives;
-    auto ratio = [](const SegmentView& s) { return s.capacity ? static_cast<double>(s.free) / static_cast<double>(s.capacity) : 0.0; };
-    std::stable_sort(sorted.begin(), sorted.end(), [&](const SegmentView& a, const SegmentView& b) { return ratio(a) > ratio(b); });
-    std::vector<uint32_t> out;
-    for (const auto& s : sorted) out.push_back(s.id);
-    return out;
+  void rank(const PlacementRequest&, std::span<const SegmentView> segs, std::vector<uint32_t>* order) const override {
+    size_t n = segs.size();
+    if (n == 0) return order->clear();
+    RingFrom(Rng()() % n, n, order);
+    auto by_free_ratio = [&](uint32_t a, uint32_t b) { return FreeRatio(segs[a]) > FreeRatio(segs[b]); };
+    std::stable_sort(order->begin(), order->begin() + static_cast<std::ptrdiff_t>(std::min(kCandidates, n)),
+                     by_free_ratio);
+  }
+};
+
+// Power of two choices: for each place in the order, two random segments not
+// yet ranked, the one with the larger free ratio first. Keeps segments as
+// balanced as ranking all of them, at the cost of two looks per replica.
+class TwoChoiceStrategy final : public PlacementStrategy {
+ public:
+  std::string_view name() const override { return "two-choice"; }
+  void rank(const PlacementRequest&, std::span<const SegmentView> segs, std::vector<uint32_t>* order) const override {
+    size_t n = segs.size();
+    order->resize(n);
+    for (size_t i = 0; i < n; ++i) (*order)[i] = static_cast<uint32_t>(i);
+    auto& rng = Rng();
+    // Only the first few places matter (one per replica, then fallbacks); the
+    // tail keeps a random order.
+    size_t places = std::min<size_t>(n, 3);
+    for (size_t i = 0; i < places && i + 1 < n; ++i) {
+      size_t left = n - i;
+      size_t a = i + rng() % left, b = i + rng() % left;
+      if (a == b) b = i + (b - i + 1) % left;
+      size_t pick = FreeRatio(segs[(*order)[a]]) >= FreeRatio(segs[(*order)[b]]) ? a : b;
+      std::swap((*order)[i], (*order)[pick]);
+    }
   }
 };
 
@@ -64,7 +97,7 @@ uint64_t ObjectHash(std::string_view uri) {
 }
 
 const std::vector<std::string>& StrategyNames() {
-  static const std::vector<std::string> kNames = {"striped", "random", "free-ratio-first"};
+  static const std::vector<std::string> kNames = {"striped", "random", "free-ratio-first", "two-choice"};
   return kNames;
 }
 
@@ -72,9 +105,44 @@ Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name) {
   if (name == "striped") return std::unique_ptr<PlacementStrategy>(new StripedStrategy);
   if (name == "random") return std::unique_ptr<PlacementStrategy>(new RandomStrategy);
   if (name == "free-ratio-first") return std::unique_ptr<PlacementStrategy>(new FreeRatioFirstStrategy);
+  if (name == "two-choice") return std::unique_ptr<PlacementStrategy>(new TwoChoiceStrategy);
   std::string all;
   for (const auto& n : StrategyNames()) all += (all.empty() ? "" : ", ") + n;
   return Status::Invalid("unknown strategy '" + std::string(name) + "' (choose one of: " + all + ")");
+}
+
+Placer::Placer(std::vector<Segment> segments) : segments_(std::move(segments)) {
+  for (const Segment& s : segments_) {
+    if (by_id_.size() <= s.id) by_id_.resize(s.id + 1, nullptr);
+    by_id_[s.id] = s.allocator;
+  }
+}
+
+Result<std::vector<meta::Extent>> Placer::place(const PlacementStrategy& strategy, const PlacementRequest& req,
+                                                uint32_t want, uint32_t min) const {
+  thread_local std::vector<SegmentView> views;
+  thread_local std::vector<uint32_t> order;
+  views.clear();
+  for (const Segment& s : segments_) views.push_back({s.id, s.allocator->capacity(), s.allocator->free_bytes()});
+  strategy.rank(req, views, &order);
+  std::vector<meta::Extent> extents;
+  extents.reserve(want);
+  for (uint32_t pos : order) {
+    if (extents.size() == want) break;
+    if (views[pos].free < req.length) continue;  // cheap skip; allocate() decides
+    auto off = segments_[pos].allocator->allocate(req.length);
+    if (off.ok()) extents.push_back({segments_[pos].id, off.value()});
+  }
+  if (extents.size() < std::max<uint32_t>(min, 1)) {
+    release(extents, req.length);
+    return Status::NoSpace("no room for " + std::to_string(req.length) + " bytes on " + std::to_string(min) +
+                           " distinct segments");
+  }
+  return extents;
+}
+
+void Placer::release(const std::vector<meta::Extent>& extents, uint64_t len) const {
+  for (const meta::Extent& e : extents) by_id_.at(e.segment)->release(e.offset, len);
 }
 
 }  // namespace stripefs

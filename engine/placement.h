@@ -1,14 +1,17 @@
-// Placement strategies: which segments a new chunk should go to. A strategy
-// only ranks segments; the chunk's actual location is recorded in its
-// ChunkRecord and never recomputed (DESIGN invariant 1).
+// Placement: which segments a new chunk's replicas go to. A strategy only
+// ranks segments; the Placer reserves the space. Where a chunk ends up is
+// recorded in its ChunkRecord and never recomputed (DESIGN invariant 1).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/allocator.h"
+#include "meta/schema.h"
 #include "meta/status.h"
 
 namespace stripefs {
@@ -25,22 +28,50 @@ struct PlacementRequest {
   uint64_t length;       // bytes wanted on each replica
 };
 
-// Thread-safe.
+// Thread-safe (strategies keep no shared mutable state).
 class PlacementStrategy {
  public:
   virtual ~PlacementStrategy() = default;
   virtual std::string_view name() const = 0;
-  // Every candidate segment, most preferred first. The caller allocates on the
-  // first ones that have room, one replica per segment.
-  virtual std::vector<uint32_t> rank(const PlacementRequest& req,
-                                     const std::vector<SegmentView>& drives) const = 0;
+  // Writes into *order the positions (indexes into segments) of every segment,
+  // most preferred first, each exactly once. The Placer takes the first ones
+  // that have room, one replica per segment.
+  virtual void rank(const PlacementRequest& req, std::span<const SegmentView> segments,
+                    std::vector<uint32_t>* order) const = 0;
 };
 
 // First 8 bytes of SHA-256(uri), big-endian: stable across restarts and builds.
 uint64_t ObjectHash(std::string_view uri);
 
-// "striped", "random" or "free-ratio-first"; kInvalidArgument names the choices otherwise.
+// By name: "striped", "random", "free-ratio-first", "two-choice"; kInvalidArgument
+// names the choices otherwise.
 Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name);
 const std::vector<std::string>& StrategyNames();
+
+// The segments new chunks may go to, and the one routine that places replicas
+// on them: used by the object store and by the allocation benchmark alike.
+// Thread-safe; the segment list is fixed at construction.
+class Placer {
+ public:
+  struct Segment {
+    uint32_t id;
+    SegmentAllocator* allocator;  // not owned
+  };
+  explicit Placer(std::vector<Segment> segments);
+
+  // Reserves len bytes on up to `want` distinct segments, in the strategy's
+  // order. Succeeds when at least `min` replicas were placed (1 <= min <= want);
+  // otherwise releases what it reserved and returns kNoSpace. The filesystem
+  // asks for min == want: a chunk is stored with all its replicas or not at all.
+  Result<std::vector<meta::Extent>> place(const PlacementStrategy& strategy, const PlacementRequest& req,
+                                          uint32_t want, uint32_t min) const;
+  // Gives extents of len bytes back to their segments.
+  void release(const std::vector<meta::Extent>& extents, uint64_t len) const;
+  size_t size() const { return segments_.size(); }
+
+ private:
+  std::vector<Segment> segments_;
+  std::vector<SegmentAllocator*> by_id_;  // segment id -> allocator (null: not placeable)
+};
 
 }  // namespace stripefs

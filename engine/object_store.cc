@@ -123,6 +123,10 @@ uint64_t ObjectStore::device_offset(const Extent& e) const { return drives_.at(e
 Status ObjectStore::read_blocks(const ChunkRecord& rec, uint32_t first, uint32_t count, char* buf) {
   Status last = Status::Corruption("chunk has no replica");
   for (const Extent& e : rec.replicas) {
+    if (!drives_.at(e.segment).available) {
+      last = Status::IOError(fmt::format("drive {} is missing", e.segment));
+      continue;
+    }
     IoRequest req{IoRequest::Op::kRead, e.segment, device_offset(e) + uint64_t{first} * kBlock, buf,
                   size_t{count} * kBlock};
     Status s = io_->run({&req, 1});
@@ -167,7 +171,7 @@ Status ObjectStore::read(Object& obj, uint64_t offset, size_t len, char* out) {
     parts.push_back({piece, &rec, first, count, valid_end - piece.offset, AlignedBuffer(size_t{count} * kBlock)});
   }
   for (Part& p : parts) {
-    const Extent& e = p.rec->replicas.front();
+    const Extent& e = readable_replica(*p.rec);
     reqs.push_back({IoRequest::Op::kRead, e.segment, device_offset(e) + uint64_t{p.first} * kBlock, p.buf.data(),
                     p.buf.size()});
   }
@@ -191,6 +195,20 @@ Status ObjectStore::read(Object& obj, uint64_t offset, size_t len, char* out) {
 }
 
 void ObjectStore::release_now(const std::vector<Extent>& extents, uint64_t len) { placer_.release(extents, len); }
+
+bool ObjectStore::all_replicas_available(const ChunkRecord& rec) const {
+  for (const Extent& e : rec.replicas) {
+    if (!drives_.at(e.segment).available) return false;
+  }
+  return true;
+}
+
+const Extent& ObjectStore::readable_replica(const ChunkRecord& rec) const {
+  for (const Extent& e : rec.replicas) {
+    if (drives_.at(e.segment).available) return e;
+  }
+  return rec.replicas.front();  // none: the read fails and says which drive is missing
+}
 
 void ObjectStore::release_later(std::vector<Freed> freed) {
   std::lock_guard lock(pending_mu_);
@@ -235,7 +253,10 @@ Status ObjectStore::sync_and_release() {
     for (size_t i = 0; i < dirty.size(); ++i) dirty_[i] = dirty_[i] || dirty[i];
     return s;
   }
-  for (const Freed& f : freed) drives_[f.extent.segment].allocator->release(f.extent.offset, f.len);
+  for (const Freed& f : freed) {
+    // Space on a missing drive is not tracked; the drive's replacement rebuilds it.
+    if (SegmentAllocator* a = drives_[f.extent.segment].allocator) a->release(f.extent.offset, f.len);
+  }
   return Status::OK();
 }
 
@@ -291,9 +312,11 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
     p.after.pending.clear();
     p.after.length = std::max(p.before.length, piece.offset + piece.length);
     uint32_t need = static_cast<uint32_t>(RoundUp(p.after.length, kBlock));
-    if (need > p.before.capacity) {
+    // A chunk with a replica on a missing drive moves, whole, to drives that are present.
+    const bool degraded = p.existed && !all_replicas_available(p.before);
+    if (need > p.before.capacity || degraded) {
       bool grown = false;
-      if (p.existed) {
+      if (p.existed && !degraded) {
         for (uint32_t target : {obj.chunk_size, need}) {
           size_t k = 0;
           while (k < p.before.replicas.size() &&

@@ -31,8 +31,9 @@ namespace stripefs {
 // A drive as the object store sees it.
 struct DriveSlot {
   uint32_t id;
-  uint64_t data_offset;  // where the data area starts in the file
-  SegmentAllocator* allocator;
+  uint64_t data_offset;         // where the data area starts in the file
+  SegmentAllocator* allocator;  // null: takes no new chunks (a RAM or a missing segment)
+  bool available = true;        // false: a drive missing from a degraded mount
 };
 
 class ObjectStore {
@@ -92,6 +93,10 @@ class ObjectStore {
   // Reads blocks [first, first+count) of a chunk into buf, verified, from any good replica.
   Status read_blocks(const meta::ChunkRecord& rec, uint32_t first, uint32_t count, char* buf);
   void release_now(const std::vector<meta::Extent>& extents, uint64_t len);
+  // True when every replica of rec is on a drive that is present.
+  bool all_replicas_available(const meta::ChunkRecord& rec) const;
+  // Orders rec's replicas so the ones on present drives come first.
+  const meta::Extent& readable_replica(const meta::ChunkRecord& rec) const;
   void release_later(std::vector<Freed> freed);
   Status sync_and_release();
   uint64_t device_offset(const meta::Extent& e) const;

@@ -204,7 +204,7 @@ Status FormatPool(const FormatOptions& o, uint32_t root_uid, uint32_t root_gid) 
   return kv->commit(txn, true);
 }
 
-Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode) {
+Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode, bool degraded) {
   std::error_code ec;
   if (!std::filesystem::is_directory(meta_dir, ec)) {
     return Status::NotFound(fmt::format("{} is not a directory (give the pool's --meta directory)", meta_dir));
@@ -222,11 +222,12 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode)
   SFS_RETURN_IF_ERROR(s);
   SFS_ASSIGN_OR_RETURN(pool->config_, meta::DecodeConfig(raw));
   SFS_ASSIGN_OR_RETURN(pool->ns_, meta::Namespace::Open(pool->kv_.get(), pool->config_.uuid));
-  SFS_RETURN_IF_ERROR(pool->open_drives(mode));
+  SFS_RETURN_IF_ERROR(pool->open_drives(mode, degraded));
   if (mode != Mode::kCheck) SFS_RETURN_IF_ERROR(pool->rebuild_allocators());
   std::vector<DriveSlot> slots;
   for (const auto& seg : pool->config_.segments) {
-    slots.push_back({seg.id, kDataOffset, seg.kind == "drive" ? pool->allocators_[seg.id].get() : nullptr});
+    slots.push_back({seg.id, kDataOffset, seg.kind == "drive" ? pool->allocators_[seg.id].get() : nullptr,
+                     seg.kind == "drive" && pool->fds_[seg.id] >= 0});
   }
   pool->io_ = NewUringBackend(pool->fds_);
   pool->store_ = std::make_unique<ObjectStore>(pool->kv_.get(), pool->ns_.get(), pool->io_.get(), std::move(slots));
@@ -249,39 +250,63 @@ Pool::~Pool() {
   }
 }
 
-Status Pool::open_drives(Mode mode) {
+Status Pool::open_drives(Mode mode, bool degraded) {
   for (const auto& seg : config_.segments) {
-    if (seg.kind != "drive") {
-      fds_.push_back(-1);
-      allocators_.push_back(nullptr);
-      continue;
+    fds_.push_back(-1);
+    allocators_.push_back(nullptr);
+    if (seg.kind != "drive") continue;
+    Status s = open_drive(seg, mode);
+    if (s.ok()) continue;
+    // Only an absent or unreadable drive may be left out: a foreign, reordered
+    // or truncated one means the configuration is wrong, not that a drive died.
+    bool lost = s.code() == Code::kNotFound || s.code() == Code::kIOError;
+    if (!degraded || !lost) {
+      if (lost && mode == Mode::kMount) {
+        return Status(s.code(), s.message() + " (mount with -o degraded to use the pool without it)");
+      }
+      return s;
     }
-    auto name = fmt::format("drive {} ({})", seg.id, seg.path);
-    int fd = OpenDrive(seg.path, mode != Mode::kInspect);
-    if (fd < 0) {
-      if (errno == ENOENT) return Status::NotFound(fmt::format("{} is missing", name));
-      return Status::IOError(fmt::format("cannot open {}: {}", name, strerror(errno)));
-    }
-    fds_.push_back(fd);
-    auto sb = ReadSuperblock(fd);
-    if (!sb.ok()) return Status::Corruption(fmt::format("{}: {}", name, sb.status().message()));
-    if (!sb.value()) return Status::Corruption(fmt::format("{} holds no stripefs superblock", name));
-    const Superblock& super = *sb.value();
-    if (super.pool_uuid != config_.uuid) {
-      return Status::Corruption(fmt::format("{} belongs to another pool ({}, this pool is {})", name, super.pool_uuid,
-                                            config_.uuid));
-    }
-    if (super.segment_id != seg.id) {
-      return Status::Corruption(fmt::format("{} is segment {} of this pool, not segment {}: the drives are in the wrong order",
-                                            name, super.segment_id, seg.id));
-    }
-    SFS_ASSIGN_OR_RETURN(uint64_t size, DeviceSize(fd, seg.path));
-    if (size < kDataOffset + seg.capacity) {
-      return Status::Corruption(fmt::format("{} is truncated: {} bytes, the pool needs {}", name, size,
-                                            kDataOffset + seg.capacity));
-    }
-    allocators_.push_back(NewBestFitAllocator(seg.capacity, meta::kBlockSize));
+    if (fds_[seg.id] >= 0) close(fds_[seg.id]);
+    fds_[seg.id] = -1;
+    allocators_[seg.id] = nullptr;
+    missing_.push_back(s.message());
   }
+  if (missing_.size() == static_cast<size_t>(std::count_if(config_.segments.begin(), config_.segments.end(),
+                                                           [](const auto& g) { return g.kind == "drive"; }))) {
+    return Status::NotFound("every drive of the pool is missing");
+  }
+  return Status::OK();
+}
+
+Status Pool::open_drive(const meta::SegmentConfig& seg, Mode mode) {
+  auto name = fmt::format("drive {} ({})", seg.id, seg.path);
+  int fd = OpenDrive(seg.path, mode != Mode::kInspect);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound(fmt::format("{} is missing", name));
+    return Status::IOError(fmt::format("cannot open {}: {}", name, strerror(errno)));
+  }
+  fds_[seg.id] = fd;
+  auto sb = ReadSuperblock(fd);
+  if (!sb.ok()) {
+    return Status(sb.status().code() == Code::kIOError ? Code::kIOError : Code::kCorruption,
+                  fmt::format("{}: {}", name, sb.status().message()));
+  }
+  if (!sb.value()) return Status::Corruption(fmt::format("{} holds no stripefs superblock", name));
+  const Superblock& super = *sb.value();
+  if (super.pool_uuid != config_.uuid) {
+    return Status::Corruption(fmt::format("{} belongs to another pool ({}, this pool is {})", name, super.pool_uuid,
+                                          config_.uuid));
+  }
+  if (super.segment_id != seg.id) {
+    return Status::Corruption(fmt::format("{} is segment {} of this pool, not segment {}: the drives are in the wrong order",
+                                          name, super.segment_id, seg.id));
+  }
+  SFS_ASSIGN_OR_RETURN(uint64_t size, DeviceSize(fd, seg.path));
+  if (size < kDataOffset + seg.capacity) {
+    return Status::Corruption(fmt::format("{} is truncated: {} bytes, the pool needs {}", name, size,
+                                          kDataOffset + seg.capacity));
+  }
+  allocators_[seg.id] = NewBestFitAllocator(seg.capacity, kDriveAllocationUnit);
   return Status::OK();
 }
 
@@ -294,10 +319,11 @@ Status Pool::rebuild_allocators() {
       return false;
     }
     for (const auto& e : rec->replicas) {
-      if (e.segment >= allocators_.size() || !allocators_[e.segment]) {
+      if (e.segment >= allocators_.size() || config_.segments[e.segment].kind != "drive") {
         bad = Status::Corruption(fmt::format("a chunk of inode {} names unknown segment {}", meta::InoFromKey(k), e.segment));
         return false;
       }
+      if (!allocators_[e.segment]) continue;  // a drive missing from a degraded mount
       Status s = allocators_[e.segment]->mark_used(e.offset, rec->capacity);
       if (!s.ok()) {
         bad = Status::Corruption(fmt::format("chunk {} of inode {} on segment {}: {} (run `stripefs fsck`)",

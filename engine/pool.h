@@ -54,8 +54,12 @@ class Pool {
     kInspect,   // read-only, works beside a running daemon (placement, df)
   };
   // Opens the pool whose metadata lives in meta_dir. Refuses a missing, foreign,
-  // reordered or truncated drive with a message naming it.
-  static Result<std::unique_ptr<Pool>> Open(const std::string& meta_dir, Mode mode);
+  // reordered or truncated drive with a message naming it; with degraded, a
+  // missing or unreadable drive is left out instead (its chunks are read from
+  // their other replicas, and rewritten onto present drives when written).
+  static Result<std::unique_ptr<Pool>> Open(const std::string& meta_dir, Mode mode, bool degraded = false);
+  // Drives left out by a degraded open, as "drive N (path): reason".
+  const std::vector<std::string>& missing_drives() const { return missing_; }
   ~Pool();
 
   const meta::PoolConfig& config() const { return config_; }
@@ -78,7 +82,8 @@ class Pool {
 
  private:
   Pool() = default;
-  Status open_drives(Mode mode);
+  Status open_drives(Mode mode, bool degraded);
+  Status open_drive(const meta::SegmentConfig& seg, Mode mode);
   Status rebuild_allocators();
 
   std::string meta_dir_;
@@ -90,6 +95,7 @@ class Pool {
   std::unique_ptr<IoBackend> io_;
   std::unique_ptr<ObjectStore> store_;
   bool mounted_ = false;
+  std::vector<std::string> missing_;
 };
 
 }  // namespace stripefs

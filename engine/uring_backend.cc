@@ -35,8 +35,13 @@ class UringBackend final : public IoBackend {
       unsigned batch = 0;
       for (; next < reqs.size() && batch < kRingEntries; ++next, ++batch) {
         IoRequest& r = reqs[next];
-        io_uring_sqe* sqe = io_uring_get_sqe(ring);
         int fd = fds_.at(r.segment);
+        if (fd < 0) {  // a segment without a file: a missing drive of a degraded mount
+          if (first_error.ok()) first_error = Status::IOError(fmt::format("segment {} has no drive", r.segment));
+          --batch;
+          continue;
+        }
+        io_uring_sqe* sqe = io_uring_get_sqe(ring);
         if (r.op == IoRequest::Op::kRead) {
           io_uring_prep_read(sqe, fd, r.buf, r.len, r.offset);
         } else {

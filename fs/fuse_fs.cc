@@ -9,9 +9,11 @@
 #include <sys/xattr.h>
 
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
+#include "engine/layout.h"
 #include "fs/fuse_fs.h"
 
 namespace stripefs::fs {
@@ -198,7 +200,7 @@ void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 // Ownership of a new inode: the caller's uid; the gid of a set-group-ID parent, else the caller's.
-meta::NewInode NewFor(fuse_req_t req, fuse_ino_t parent, uint32_t mode) {
+Result<meta::NewInode> NewFor(fuse_req_t req, fuse_ino_t parent, uint32_t mode) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   Frontend* f = F(req);
   meta::NewInode n;
@@ -210,27 +212,36 @@ meta::NewInode NewFor(fuse_req_t req, fuse_ino_t parent, uint32_t mode) {
     n.gid = dir->gid;
     if (S_ISDIR(mode)) n.mode |= S_ISGID;
   }
-  const auto& cfg = f->pool().config();
-  n.chunk_size = cfg.chunk_size;
-  n.strategy = cfg.strategy;
-  n.replicas = cfg.replicas;
+  if (S_ISREG(mode)) {
+    SFS_ASSIGN_OR_RETURN(FileLayout layout, LayoutForNewFile(f->ns(), parent, f->pool().config()));
+    n.chunk_size = layout.chunk_size;
+    n.strategy = layout.strategy;
+    n.replicas = layout.replicas;
+  } else if (S_ISDIR(mode)) {
+    SFS_ASSIGN_OR_RETURN(n.xattrs, InheritedLayoutXattrs(f->ns(), parent));
+  }
   return n;
 }
 
+// Creates an inode from NewFor's description, or replies with the error.
+Result<InodeRecord> CreateChild(fuse_req_t req, fuse_ino_t parent, const char* name, uint32_t mode,
+                                const std::function<void(meta::NewInode&)>& fill = {}) {
+  SFS_ASSIGN_OR_RETURN(meta::NewInode n, NewFor(req, parent, mode));
+  if (fill) fill(n);
+  return F(req)->ns().create(parent, name, n);
+}
+
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  meta::NewInode n = NewFor(req, parent, mode);
-  n.rdev = rdev;
-  ReplyEntry(req, F(req)->ns().create(parent, name, n), "mknod");
+  ReplyEntry(req, CreateChild(req, parent, name, mode, [&](meta::NewInode& n) { n.rdev = rdev; }), "mknod");
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  ReplyEntry(req, F(req)->ns().create(parent, name, NewFor(req, parent, S_IFDIR | (mode & 07777))), "mkdir");
+  ReplyEntry(req, CreateChild(req, parent, name, S_IFDIR | (mode & 07777)), "mkdir");
 }
 
 void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
-  meta::NewInode n = NewFor(req, parent, S_IFLNK | 0777);
-  n.symlink = target;
-  ReplyEntry(req, F(req)->ns().create(parent, name, n), "symlink");
+  ReplyEntry(req, CreateChild(req, parent, name, S_IFLNK | 0777, [&](meta::NewInode& n) { n.symlink = target; }),
+             "symlink");
 }
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char* name) {
@@ -291,7 +302,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
-  auto r = F(req)->ns().create(parent, name, NewFor(req, parent, S_IFREG | (mode & 07777)));
+  auto r = CreateChild(req, parent, name, S_IFREG | (mode & 07777));
   if (Failed(req, r, "create")) return;
   OpenFile(req, r.value(), fi, true);
 }
@@ -414,8 +425,22 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 
 bool IsUserXattr(const char* name) { return std::strncmp(name, "user.", 5) == 0; }
 
-// Read-only attributes the daemon answers: where a file's chunks live, and pool usage.
+bool IsVirtualXattr(const char* name) {
+  return std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0 || name == kLayoutXattr;
+}
+
+// Read-only attributes the daemon answers: where a file's chunks live, its
+// layout (for a directory: the layout new files get), and pool usage.
 Result<std::string> VirtualXattr(Frontend* f, fuse_ino_t ino, const char* name) {
+  if (name == kLayoutXattr) {
+    SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
+    if (S_ISDIR(r.mode)) {
+      SFS_ASSIGN_OR_RETURN(FileLayout layout, LayoutForNewFile(f->ns(), ino, f->pool().config()));
+      return LayoutJson(layout);
+    }
+    if (!S_ISREG(r.mode)) return Status(Code::kNoData, "no layout");
+    return LayoutJson({r.chunk_size, r.strategy, r.replicas});
+  }
   if (std::strcmp(name, kPlacementXattr) == 0) {
     SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
     SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, ""));
@@ -438,14 +463,29 @@ void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
-  if (std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0) return (void)fuse_reply_err(req, EPERM);
-  Status s = F(req)->ns().setxattr(ino, name, std::string_view(value, size), flags);
+  if (IsVirtualXattr(name)) return (void)fuse_reply_err(req, EPERM);
+  Frontend* f = F(req);
+  std::string_view v(value, size);
+  std::string canonical;
+  if (IsLayoutXattr(name)) {  // only on directories, and only values the pool can honour
+    auto r = f->ns().get(ino);
+    if (Failed(req, r, "setxattr")) return;
+    if (!S_ISDIR(r->mode)) return (void)fuse_reply_err(req, EINVAL);
+    auto checked = ValidateLayoutXattr(name, v, f->pool().config());
+    if (!checked.ok()) {
+      spdlog::warn("setxattr {} on inode {}: {}", name, ino, checked.status().message());
+      return ReplyError(req, checked.status(), "setxattr");
+    }
+    canonical = std::move(checked).value();
+    v = canonical;
+  }
+  Status s = f->ns().setxattr(ino, name, v, flags);
   fuse_reply_err(req, ToErrno(s));
 }
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, ENODATA);
-  if (std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0) {
+  if (IsVirtualXattr(name)) {
     auto v = VirtualXattr(F(req), ino, name);
     if (Failed(req, v, "getxattr")) return;
     return ReplyXattr(req, v.value(), size);

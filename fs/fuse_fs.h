@@ -13,6 +13,7 @@ struct MountOptions {
   std::string meta_dir;
   std::string mountpoint;
   bool foreground = false;
+  bool degraded = false;  // -o degraded: mount with missing drives left out
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
   unsigned max_threads = 16;
 };

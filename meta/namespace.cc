@@ -163,6 +163,7 @@ Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, co
   put_inode(&txn, dir);
   txn.put(DirEntryKey(parent, name), EncodeDirEntry({r.ino, n.mode & S_IFMT}));
   txn.put(NextInoKey(), EncodeU64(next_ino_ + 1));
+  for (const auto& [xname, value] : n.xattrs) txn.put(XattrKey(r.ino, xname), value);
   SFS_RETURN_IF_ERROR(commit(&txn, {r, dir}));
   next_ino_++;
   return r;

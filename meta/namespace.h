@@ -29,6 +29,7 @@ struct NewInode {
   uint32_t chunk_size = 0;
   std::string strategy;
   uint32_t replicas = 1;
+  std::vector<std::pair<std::string, std::string>> xattrs;  // set in the same batch (inherited layout)
 };
 
 // A setattr: only the fields set are changed. Size is the data path's job.

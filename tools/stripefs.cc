@@ -135,10 +135,14 @@ int RunMount(fs::MountOptions options) {
     spdlog::set_default_logger(logger);
     spdlog::flush_every(std::chrono::seconds(2));
   }
-  auto pool = Pool::Open(options.meta_dir, Pool::Mode::kMount);
+  auto pool = Pool::Open(options.meta_dir, Pool::Mode::kMount, options.degraded);
   if (!pool.ok()) {
     report(pool.status().message());
     return 1;
+  }
+  for (const auto& m : pool.value()->missing_drives()) {
+    std::cerr << "stripefs: warning: mounting degraded: " << m << "\n";
+    spdlog::warn("mounted degraded: {}", m);
   }
   spdlog::info("pool {} mounted at {}", pool.value()->config().uuid, options.mountpoint);
   Status s = fs::Serve(pool.value().get(), options, [&] {
@@ -313,7 +317,7 @@ int main(int argc, char** argv) {
   mkfs->add_option("--drive", drives, "PATH[:SIZE] of a drive; a file is created or grown to SIZE (K/M/G/T)")->required();
   mkfs->add_option("--ram", ram, "Size of a RAM segment (K/M/G/T)");
   mkfs->add_option("--chunk-size", chunk, "Chunk size, a power of two from 1M to 64M")->capture_default_str();
-  mkfs->add_option("--strategy", strategy, "Placement strategy: striped, random or free-ratio-first")->capture_default_str();
+  mkfs->add_option("--strategy", strategy, "Placement strategy: striped, random, free-ratio-first or two-choice")->capture_default_str();
   mkfs->add_option("--replicas", replicas, "Copies of each chunk, on distinct drives (1-3)")->capture_default_str()->check(CLI::Range(1, 3));
   mkfs->add_flag("--force", force, "Overwrite drives and a metadata directory that already hold a pool");
 
@@ -323,7 +327,10 @@ int main(int argc, char** argv) {
   mount->add_option("DIR", mo.meta_dir, "The pool's metadata directory (--meta of mkfs)")->required();
   mount->add_option("MOUNTPOINT", mo.mountpoint, "An existing directory to mount on")->required();
   mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
-  mount->add_option("-o", opts, "Mount options, comma-separated (passed to FUSE)")->delimiter(',');
+  mount->add_option("-o", opts,
+                    "Mount options, comma-separated: degraded (use the pool with a drive missing), "
+                    "or FUSE options such as ro, allow_other")
+      ->delimiter(',');
 
   std::string path;
   bool json = false;
@@ -354,7 +361,11 @@ int main(int argc, char** argv) {
     if (*mkfs) return RunMkfs(meta_dir, drives, ram, chunk, strategy, replicas, force);
     if (*mount) {
       for (auto& o : opts) {
-        if (o != "defaults" && o != "rw" && !o.empty()) mo.fuse_options.push_back(o);
+        if (o == "degraded") {
+          mo.degraded = true;
+        } else if (o != "defaults" && o != "rw" && !o.empty()) {
+          mo.fuse_options.push_back(o);
+        }
       }
       return RunMount(mo);
     }

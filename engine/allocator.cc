@@ -50,7 +50,7 @@ class BestFitAllocator final : public SegmentAllocator {
 
   Status mark_used(uint64_t offset, uint64_t len) override {
     std::lock_guard lock(mu_);
-    if (offset % unit_ || len % unit_ || len == 0 || offset + len > capacity_) {
+    if (offset % unit_ || len % unit_ || len == 0 || offset > capacity_ || len > capacity_ - offset) {
       return Status::Corruption(fmt::format("extent {}+{} lies outside the segment (capacity {})",
                                             offset, len, capacity_));
     }
@@ -62,6 +62,7 @@ class BestFitAllocator final : public SegmentAllocator {
 
   bool try_extend(uint64_t offset, uint64_t len, uint64_t new_len) override {
     if (new_len <= len) return true;
+    if (offset > capacity_ || new_len > capacity_ - offset) return false;
     std::lock_guard lock(mu_);
     return carve(offset + len, new_len - len);
   }

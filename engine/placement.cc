@@ -72,8 +72,8 @@ class TwoChoiceStrategy final : public PlacementStrategy {
     order->resize(n);
     for (size_t i = 0; i < n; ++i) (*order)[i] = static_cast<uint32_t>(i);
     auto& rng = Rng();
-    // Only the first few places matter (one per replica, then fallbacks); the
-    // tail keeps a random order.
+    // Only the first places matter (one per replica); the rest stay in
+    // position order as fallbacks.
     size_t places = std::min<size_t>(n, 3);
     for (size_t i = 0; i < places && i + 1 < n; ++i) {
       size_t left = n - i;

@@ -108,6 +108,18 @@ Result<std::map<uint64_t, ChunkRecord>> ObjectStore::load_chunks(uint64_t ino) {
     return true;
   }));
   SFS_RETURN_IF_ERROR(bad);
+  size_t with_checksums = 0;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChecksumPrefix(ino), [&](std::string_view k, std::string_view v) {
+    auto it = chunks.find(meta::ChunkIndexFromKey(k));
+    if (it == chunks.end()) return true;  // fsck reports strays; reads do not need them
+    bad = meta::DecodeChecksums(v, &it->second);
+    ++with_checksums;
+    return bad.ok();
+  }));
+  SFS_RETURN_IF_ERROR(bad);
+  if (with_checksums != chunks.size()) {
+    return Status::Corruption(fmt::format("inode {}: a chunk record has no checksums", ino));
+  }
   return chunks;
 }
 
@@ -387,7 +399,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
       if (!p.relocated && b < old_blocks) pending.pending.emplace_back(b, p.after.crcs[b]);
     }
     if (pending.pending.size() > p.before.pending.size()) {
-      intent.put(meta::ChunkKey(obj.ino, p.piece.index), meta::EncodeChunk(pending));
+      intent.put(meta::ChecksumKey(obj.ino, p.piece.index), meta::EncodeChecksums(pending));
       intents.emplace(p.piece.index, std::move(pending));
     }
   }
@@ -424,7 +436,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
   Transaction txn;
   int64_t footprint_delta = 0;
   for (const Plan& p : plans) {
-    txn.put(meta::ChunkKey(obj.ino, p.piece.index), meta::EncodeChunk(p.after));
+    meta::PutChunk(&txn, obj.ino, p.piece.index, p.after);
     footprint_delta += static_cast<int64_t>(Footprint(p.after)) - static_cast<int64_t>(Footprint(p.before));
   }
   int64_t now = meta::NowNs();
@@ -460,7 +472,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
     const auto& [index, rec] = *it;
     uint64_t chunk_start = index * obj.chunk_size;
     if (chunk_start >= size) {
-      txn.del(meta::ChunkKey(obj.ino, index));
+      meta::DeleteChunk(&txn, obj.ino, index);
       for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
       footprint_delta -= static_cast<int64_t>(Footprint(rec));
       dropped.push_back(index);
@@ -475,7 +487,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
       }
       std::erase_if(freed, [](const Freed& f) { return f.len == 0; });
       footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
-      txn.put(meta::ChunkKey(obj.ino, index), meta::EncodeChunk(after));
+      meta::PutChunk(&txn, obj.ino, index, after);
       cut[index] = std::move(after);
     }
   }
@@ -508,7 +520,7 @@ Status ObjectStore::trim(Object& obj) {
     after.capacity = need;
     for (const Extent& e : rec.replicas) freed.push_back({{e.segment, e.offset + need}, rec.capacity - need});
     footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
-    txn.put(meta::ChunkKey(obj.ino, index), meta::EncodeChunk(after));
+    txn.put(meta::ChunkKey(obj.ino, index), meta::EncodeChunk(after));  // only the capacity changed
     trimmed[index] = std::move(after);
   }
   if (txn.empty()) return Status::OK();
@@ -527,7 +539,7 @@ Status ObjectStore::reclaim(uint64_t ino) {
   Transaction txn;
   std::vector<Freed> freed;
   for (const auto& [index, rec] : chunks) {
-    txn.del(meta::ChunkKey(ino, index));
+    meta::DeleteChunk(&txn, ino, index);
     for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
   }
   SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));

@@ -494,6 +494,7 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
   std::map<uint32_t, std::vector<Placed>> by_segment;
   std::map<uint64_t, uint64_t> footprint;
   std::vector<uint64_t> verified_blocks(1, 0);
+  std::set<std::pair<uint64_t, uint64_t>> chunk_keys;
   SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefixAll(), [&](std::string_view k, std::string_view v) {
     uint64_t ino = meta::InoFromKey(k), index = meta::ChunkIndexFromKey(k);
     std::string where = fmt::format("chunk {} of inode {}", index, ino);
@@ -501,6 +502,13 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
     if (!rec.ok()) {
       problem(where + ": record cannot be decoded");
       return true;
+    }
+    chunk_keys.emplace(ino, index);
+    std::string sums;
+    if (!kv_->get(meta::ChecksumKey(ino, index), &sums).ok()) {
+      problem(where + ": has no checksum record");
+    } else if (!meta::DecodeChecksums(sums, &rec.value()).ok()) {
+      problem(where + ": checksum record cannot be decoded or does not match its length");
     }
     auto it = inodes.find(ino);
     if (it == inodes.end() || !S_ISREG(it->second.mode)) {
@@ -530,7 +538,7 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
       footprint[ino] += rec->capacity;
     }
     if (rec->replicas.empty()) problem(where + ": has no replica");
-    if (verify && rec->length > 0) {
+    if (verify && rec->length > 0 && rec->crcs.size() == rec->blocks()) {
       size_t bytes = size_t{rec->blocks()} * meta::kBlockSize;
       void* raw = nullptr;
       if (posix_memalign(&raw, meta::kBlockSize, bytes) != 0) throw std::bad_alloc();
@@ -549,6 +557,13 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
           }
         }
       }
+    }
+    return true;
+  }));
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChecksumPrefixAll(), [&](std::string_view k, std::string_view) {
+    if (!chunk_keys.count({meta::InoFromKey(k), meta::ChunkIndexFromKey(k)})) {
+      problem(fmt::format("checksums of chunk {} of inode {} belong to no chunk record", meta::ChunkIndexFromKey(k),
+                          meta::InoFromKey(k)));
     }
     return true;
   }));

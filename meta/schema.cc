@@ -2,6 +2,8 @@
 // a version byte. A decoder refuses any version it does not know.
 #include "meta/schema.h"
 
+#include "meta/kv_store.h"
+
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -97,6 +99,13 @@ std::string ChunkKey(uint64_t ino, uint64_t index) {
 }
 std::string ChunkPrefix(uint64_t ino) { return KeyWithIno('C', ino); }
 std::string ChunkPrefixAll() { return "C"; }
+std::string ChecksumKey(uint64_t ino, uint64_t index) {
+  std::string k = KeyWithIno('K', ino);
+  PutBE(&k, index);
+  return k;
+}
+std::string ChecksumPrefix(uint64_t ino) { return KeyWithIno('K', ino); }
+std::string ChecksumPrefixAll() { return "K"; }
 std::string XattrKey(uint64_t ino, std::string_view name) {
   std::string k = KeyWithIno('X', ino);
   k.append(name);
@@ -225,13 +234,6 @@ std::string EncodeChunk(const ChunkRecord& c) {
     w.fixed(e.segment);
     w.fixed(e.offset);
   }
-  w.fixed(static_cast<uint32_t>(c.crcs.size()));
-  for (uint32_t crc : c.crcs) w.fixed(crc);
-  w.fixed(static_cast<uint32_t>(c.pending.size()));
-  for (const auto& [b, crc] : c.pending) {
-    w.fixed(b);
-    w.fixed(crc);
-  }
   return w.take();
 }
 
@@ -247,18 +249,47 @@ Result<ChunkRecord> DecodeChunk(std::string_view bytes) {
   for (auto& e : c.replicas) {
     if (!r.fixed(&e.segment) || !r.fixed(&e.offset)) return Bad("chunk");
   }
-  if (!r.fixed(&n) || n != c.blocks()) return Bad("chunk");
-  c.crcs.resize(n);
-  for (auto& crc : c.crcs) {
-    if (!r.fixed(&crc)) return Bad("chunk");
-  }
-  if (!r.fixed(&n)) return Bad("chunk");
-  c.pending.resize(n);
-  for (auto& [b, crc] : c.pending) {
-    if (!r.fixed(&b) || !r.fixed(&crc)) return Bad("chunk");
-  }
   if (!r.done()) return Bad("chunk");
   return c;
+}
+
+std::string EncodeChecksums(const ChunkRecord& c) {
+  Writer w(kRecordVersion);
+  w.fixed(static_cast<uint32_t>(c.crcs.size()));
+  for (uint32_t crc : c.crcs) w.fixed(crc);
+  w.fixed(static_cast<uint32_t>(c.pending.size()));
+  for (const auto& [b, crc] : c.pending) {
+    w.fixed(b);
+    w.fixed(crc);
+  }
+  return w.take();
+}
+
+Status DecodeChecksums(std::string_view bytes, ChunkRecord* c) {
+  Reader r(bytes);
+  uint32_t n;
+  if (!r.version(kRecordVersion) || !r.fixed(&n) || n != c->blocks()) return Bad("chunk checksum");
+  c->crcs.resize(n);
+  for (auto& crc : c->crcs) {
+    if (!r.fixed(&crc)) return Bad("chunk checksum");
+  }
+  if (!r.fixed(&n)) return Bad("chunk checksum");
+  c->pending.resize(n);
+  for (auto& [b, crc] : c->pending) {
+    if (!r.fixed(&b) || !r.fixed(&crc)) return Bad("chunk checksum");
+  }
+  if (!r.done()) return Bad("chunk checksum");
+  return Status::OK();
+}
+
+void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& r) {
+  txn->put(ChunkKey(ino, index), EncodeChunk(r));
+  txn->put(ChecksumKey(ino, index), EncodeChecksums(r));
+}
+
+void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index) {
+  txn->del(ChunkKey(ino, index));
+  txn->del(ChecksumKey(ino, index));
 }
 
 }  // namespace stripefs::meta

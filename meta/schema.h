@@ -5,7 +5,9 @@
 //   'P' "next_ino"               -> next inode number to hand out (u64)
 //   'I' ino                      -> InodeRecord
 //   'D' parent name              -> DirEntry
-//   'C' ino chunk_index          -> ChunkRecord
+//   'C' ino chunk_index          -> ChunkRecord placement: length, capacity, replicas
+//   'K' ino chunk_index          -> ChunkRecord checksums: crcs, pending
+// (split so a mount, which rebuilds the allocators, reads only the small placement half)
 //   'X' ino name                 -> xattr value (raw bytes)
 //   'O' ino                      -> orphan: nlink reached 0; reclaim at next mount
 // Every record value starts with a format-version byte.
@@ -93,6 +95,9 @@ std::string DirPrefix(uint64_t parent);
 std::string ChunkKey(uint64_t ino, uint64_t index);
 std::string ChunkPrefix(uint64_t ino);
 std::string ChunkPrefixAll();
+std::string ChecksumKey(uint64_t ino, uint64_t index);
+std::string ChecksumPrefix(uint64_t ino);
+std::string ChecksumPrefixAll();
 std::string XattrKey(uint64_t ino, std::string_view name);
 std::string XattrPrefix(uint64_t ino);
 std::string OrphanKey(uint64_t ino);
@@ -115,7 +120,16 @@ std::string EncodeInode(const InodeRecord& r);
 Result<InodeRecord> DecodeInode(std::string_view bytes);
 std::string EncodeDirEntry(const DirEntry& e);
 Result<DirEntry> DecodeDirEntry(std::string_view bytes);
+// The placement half of a chunk record (crcs and pending are not part of it).
 std::string EncodeChunk(const ChunkRecord& r);
 Result<ChunkRecord> DecodeChunk(std::string_view bytes);
+// The checksum half; decoding fills rec's crcs and pending and checks the count against rec's length.
+std::string EncodeChecksums(const ChunkRecord& r);
+Status DecodeChecksums(std::string_view bytes, ChunkRecord* rec);
+
+// Both halves of a chunk record into (or out of) one transaction.
+class Transaction;
+void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& r);
+void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index);
 
 }  // namespace stripefs::meta

@@ -63,6 +63,15 @@ ChunkRecord SampleChunk() {
   return c;
 }
 
+// Both halves of a chunk record through their encoders and decoders.
+Result<ChunkRecord> RoundTripChunk(const ChunkRecord& c) {
+  auto d = DecodeChunk(EncodeChunk(c));
+  if (!d.ok()) return d.status();
+  ChunkRecord r = std::move(d).value();
+  SFS_RETURN_IF_ERROR(DecodeChecksums(EncodeChecksums(c), &r));
+  return r;
+}
+
 void ExpectSameChunk(const ChunkRecord& a, const ChunkRecord& b) {
   EXPECT_EQ(a.length, b.length);
   EXPECT_EQ(a.capacity, b.capacity);
@@ -133,7 +142,7 @@ TEST(SchemaTest, DirEntryRoundTripAndRejects) {
 
 TEST(SchemaTest, ChunkRoundTrip) {
   ChunkRecord c = SampleChunk();
-  auto d = DecodeChunk(EncodeChunk(c));
+  auto d = RoundTripChunk(c);
   ASSERT_TRUE(d.ok()) << d.status().message();
   ExpectSameChunk(d.value(), c);
   EXPECT_EQ(d->blocks(), 4u);
@@ -144,20 +153,20 @@ TEST(SchemaTest, ChunkRoundTrip) {
   one.capacity = 2 * kBlockSize;
   one.replicas = {{3, 0}};
   one.crcs = {1, 2};
-  auto d1 = DecodeChunk(EncodeChunk(one));
+  auto d1 = RoundTripChunk(one);
   ASSERT_TRUE(d1.ok()) << d1.status().message();
   ExpectSameChunk(d1.value(), one);
 
   // Three replicas.
   ChunkRecord three = one;
   three.replicas = {{0, 4096}, {1, 8192}, {2, 12288}};
-  auto d3 = DecodeChunk(EncodeChunk(three));
+  auto d3 = RoundTripChunk(three);
   ASSERT_TRUE(d3.ok()) << d3.status().message();
   ExpectSameChunk(d3.value(), three);
 
   // Empty chunk.
   ChunkRecord empty;
-  auto d0 = DecodeChunk(EncodeChunk(empty));
+  auto d0 = RoundTripChunk(empty);
   ASSERT_TRUE(d0.ok()) << d0.status().message();
   ExpectSameChunk(d0.value(), empty);
 }
@@ -167,12 +176,22 @@ TEST(SchemaTest, ChunkDecodeRejectsBadInput) {
   ExpectTruncationsRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
   ExpectWrongVersionRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
   ExpectTrailingBytesRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
+  // The checksum half, decoded into a record whose length says 4 blocks.
+  std::string sums = EncodeChecksums(SampleChunk());
+  auto decode_sums = [](std::string_view b) -> Result<ChunkRecord> {
+    ChunkRecord r = SampleChunk();
+    SFS_RETURN_IF_ERROR(DecodeChecksums(b, &r));
+    return r;
+  };
+  ExpectTruncationsRejected(sums, decode_sums);
+  ExpectWrongVersionRejected(sums, decode_sums);
+  ExpectTrailingBytesRejected(sums, decode_sums);
 }
 
 TEST(SchemaTest, ChunkDecodeRejectsCrcCountDisagreeingWithLength) {
   ChunkRecord c = SampleChunk();
   c.crcs.pop_back();  // 3 crcs for 4 blocks
-  auto d = DecodeChunk(EncodeChunk(c));
+  auto d = RoundTripChunk(c);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), Code::kCorruption);
 }
@@ -283,9 +302,9 @@ TEST(SchemaKeyTest, KeyFamiliesAreDistinctAndDecodable) {
   EXPECT_TRUE(XattrPrefix(ino).starts_with(XattrPrefixAll()));
   // No family's keys fall under another family's prefix.
   std::vector<std::string> alls = {InodePrefixAll(), DirPrefixAll(), ChunkPrefixAll(), XattrPrefixAll(),
-                                   OrphanPrefixAll()};
+                                   OrphanPrefixAll(), ChecksumPrefixAll()};
   std::vector<std::string> keys = {InodeKey(ino), DirEntryKey(ino, "n"), ChunkKey(ino, 0), XattrKey(ino, "n"),
-                                   OrphanKey(ino)};
+                                   OrphanKey(ino), ChecksumKey(ino, 0)};
   for (size_t i = 0; i < alls.size(); ++i) {
     for (size_t j = 0; j < keys.size(); ++j) {
       EXPECT_EQ(keys[j].starts_with(alls[i]), i == j) << "key family " << j << " vs prefix " << alls[i];

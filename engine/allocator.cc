@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory_resource>
 #include <mutex>
 #include <set>
 
@@ -14,18 +15,31 @@ namespace {
 
 class BestFitAllocator final : public SegmentAllocator {
  public:
-  BestFitAllocator(uint64_t capacity, uint64_t unit) : capacity_(capacity - capacity % unit), unit_(unit) {
+  BestFitAllocator(uint64_t capacity, uint64_t unit)
+      : capacity_(capacity - capacity % unit), unit_(unit), by_off_(&nodes_), by_len_(&nodes_) {
     if (capacity_ > 0) insert(0, capacity_);
   }
 
   Result<uint64_t> allocate(uint64_t len) override {
     if (len == 0 || len % unit_ != 0) return Status::Invalid("allocation length not a multiple of the unit");
     std::lock_guard lock(mu_);
-    auto it = by_len_.lower_bound({len, 0});
-    if (it == by_len_.end()) return Status::NoSpace("segment full");
-    auto [run_len, off] = *it;
-    erase(off, run_len);
-    if (run_len > len) insert(off + len, run_len - len);
+    auto best = by_len_.lower_bound({len, 0});
+    if (best == by_len_.end()) return Status::NoSpace("segment full");
+    auto [run_len, off] = *best;
+    auto run = by_off_.find(off);
+    if (run_len == len) {  // an exact fit: the run goes away
+      by_len_.erase(best);
+      by_off_.erase(run);
+    } else {  // the run keeps its tail; reuse both tree nodes
+      auto len_node = by_len_.extract(best);
+      len_node.value() = {run_len - len, off + len};
+      by_len_.insert(std::move(len_node));
+      auto off_node = by_off_.extract(run);
+      off_node.key() = off + len;
+      off_node.mapped() = run_len - len;
+      by_off_.insert(std::move(off_node));
+    }
+    free_.fetch_sub(len, std::memory_order_relaxed);
     return off;
   }
 
@@ -33,19 +47,24 @@ class BestFitAllocator final : public SegmentAllocator {
     std::lock_guard lock(mu_);
     uint64_t start = offset, end = offset + len;
     auto next = by_off_.lower_bound(offset);
-    if (next != by_off_.end() && next->first == end) {
+    if (next != by_off_.end() && next->first == end) {  // merge with the run after
       end += next->second;
-      erase(next->first, next->second);
+      by_len_.erase({next->second, next->first});
+      next = by_off_.erase(next);
     }
-    auto after = by_off_.lower_bound(start);
-    if (after != by_off_.begin()) {
-      auto prev = std::prev(after);
-      if (prev->first + prev->second == start) {
-        start = prev->first;
-        erase(prev->first, prev->second);
+    if (next != by_off_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == start) {  // merge into the run before: grow it in place
+        by_len_.erase({prev->second, prev->first});
+        prev->second = end - prev->first;
+        by_len_.insert({prev->second, prev->first});
+        free_.fetch_add(len, std::memory_order_relaxed);
+        return;
       }
     }
-    insert(start, end - start);
+    by_off_.emplace_hint(next, start, end - start);
+    by_len_.insert({end - start, start});
+    free_.fetch_add(len, std::memory_order_relaxed);
   }
 
   Status mark_used(uint64_t offset, uint64_t len) override {
@@ -108,8 +127,11 @@ class BestFitAllocator final : public SegmentAllocator {
   const uint64_t capacity_;
   const uint64_t unit_;
   mutable std::mutex mu_;
-  std::map<uint64_t, uint64_t> by_off_;            // GUARDED_BY(mu_)
-  std::set<std::pair<uint64_t, uint64_t>> by_len_;  // GUARDED_BY(mu_)
+  // Tree nodes come from a pool, not malloc: allocate and release each add and
+  // remove a few nodes, and this is the hot path of placement.
+  std::pmr::unsynchronized_pool_resource nodes_;               // GUARDED_BY(mu_)
+  std::pmr::map<uint64_t, uint64_t> by_off_;                   // GUARDED_BY(mu_)
+  std::pmr::set<std::pair<uint64_t, uint64_t>> by_len_;        // GUARDED_BY(mu_)
   std::atomic<uint64_t> free_{0};  // written under mu_, read without it (placement looks at it)
 };
 

@@ -11,8 +11,13 @@ namespace {
 
 // Positions start, start+1, ... around the ring: the preferred segment, then the next with room.
 void RingFrom(uint64_t start, size_t n, std::vector<uint32_t>* order) {
-  order->clear();
-  for (size_t i = 0; i < n; ++i) order->push_back(static_cast<uint32_t>((start + i) % n));
+  order->resize(n);
+  uint32_t* out = order->data();
+  size_t pos = start % n;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<uint32_t>(pos);
+    if (++pos == n) pos = 0;
+  }
 }
 
 std::mt19937_64& Rng() {
@@ -122,8 +127,10 @@ Result<std::vector<meta::Extent>> Placer::place(const PlacementStrategy& strateg
                                                 uint32_t want, uint32_t min) const {
   thread_local std::vector<SegmentView> views;
   thread_local std::vector<uint32_t> order;
-  views.clear();
-  for (const Segment& s : segments_) views.push_back({s.id, s.allocator->capacity(), s.allocator->free_bytes()});
+  views.resize(segments_.size());
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    views[i] = {segments_[i].id, segments_[i].allocator->capacity(), segments_[i].allocator->free_bytes()};
+  }
   strategy.rank(req, views, &order);
   std::vector<meta::Extent> extents;
   extents.reserve(want);

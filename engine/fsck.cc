@@ -1,0 +1,216 @@
+// Pool::fsck: the offline consistency check of an unmounted pool.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "engine/crc32c.h"
+#include "engine/pool.h"
+
+namespace stripefs {
+
+using meta::InodeRecord;
+
+Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string>* notes) {
+  std::vector<std::string> problems;
+  auto problem = [&](std::string p) { problems.push_back(std::move(p)); };
+
+  std::map<uint64_t, InodeRecord> inodes;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::InodePrefixAll(), [&](std::string_view k, std::string_view v) {
+    auto r = meta::DecodeInode(v);
+    if (!r.ok()) {
+      problem(fmt::format("inode {}: record cannot be decoded", meta::InoFromKey(k)));
+    } else if (r->ino != meta::InoFromKey(k)) {
+      problem(fmt::format("inode {}: record claims to be inode {}", meta::InoFromKey(k), r->ino));
+    } else {
+      inodes[r->ino] = r.value();
+    }
+    return true;
+  }));
+  if (!inodes.count(meta::kRootIno)) problem("the root directory (inode 1) is missing");
+
+  std::string raw;
+  if (kv_->get(meta::NextInoKey(), &raw).ok()) {
+    auto next = meta::DecodeU64Value(raw);
+    if (!next.ok()) problem("the inode counter cannot be decoded");
+    else if (!inodes.empty() && inodes.rbegin()->first >= next.value()) {
+      problem(fmt::format("the inode counter ({}) is not above the highest inode ({})", next.value(), inodes.rbegin()->first));
+    }
+  } else {
+    problem("the inode counter is missing");
+  }
+
+  std::map<uint64_t, uint32_t> links, subdirs;
+  std::map<uint64_t, uint64_t> dir_parent;  // directory -> the directory whose entry names it
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::DirPrefixAll(), [&](std::string_view k, std::string_view v) {
+    uint64_t parent = meta::InoFromKey(k);
+    std::string name(meta::NameFromKey(k));
+    auto e = meta::DecodeDirEntry(v);
+    if (!e.ok()) {
+      problem(fmt::format("entry '{}' in directory {}: cannot be decoded", name, parent));
+      return true;
+    }
+    auto p = inodes.find(parent);
+    if (p == inodes.end() || !S_ISDIR(p->second.mode)) {
+      problem(fmt::format("entry '{}' lives in {} which is not a directory", name, parent));
+    }
+    auto c = inodes.find(e->ino);
+    if (c == inodes.end()) {
+      problem(fmt::format("entry '{}' in directory {} points at missing inode {}", name, parent, e->ino));
+      return true;
+    }
+    if ((c->second.mode & S_IFMT) != e->type) {
+      problem(fmt::format("entry '{}' in directory {}: type differs from inode {}", name, parent, e->ino));
+    }
+    links[e->ino]++;
+    if (S_ISDIR(c->second.mode)) {
+      subdirs[parent]++;
+      if (dir_parent.count(e->ino)) problem(fmt::format("directory {} has more than one entry", e->ino));
+      dir_parent[e->ino] = parent;
+    }
+    return true;
+  }));
+
+  std::set<uint64_t> orphans;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::OrphanPrefixAll(), [&](std::string_view k, std::string_view) {
+    uint64_t ino = meta::InoFromKey(k);
+    orphans.insert(ino);
+    auto it = inodes.find(ino);
+    if (it == inodes.end()) problem(fmt::format("orphan mark for missing inode {}", ino));
+    else if (it->second.nlink != 0) problem(fmt::format("inode {} is marked orphan but has {} links", ino, it->second.nlink));
+    return true;
+  }));
+
+  for (const auto& [ino, r] : inodes) {
+    if (S_ISDIR(r.mode)) {
+      uint32_t want = 2 + subdirs[ino];
+      if (r.nlink != want) problem(fmt::format("directory {}: link count {} but {} expected", ino, r.nlink, want));
+      if (ino != meta::kRootIno) {
+        if (!dir_parent.count(ino)) problem(fmt::format("directory {} is not in any directory", ino));
+        else if (dir_parent[ino] != r.parent) {
+          problem(fmt::format("directory {}: parent recorded as {} but it lives in {}", ino, r.parent, dir_parent[ino]));
+        }
+      }
+    } else if (r.nlink != links[ino]) {
+      problem(fmt::format("inode {}: link count {} but {} entries name it", ino, r.nlink, links[ino]));
+    } else if (r.nlink == 0 && !orphans.count(ino)) {
+      problem(fmt::format("inode {} has no links and no orphan mark (leaked)", ino));
+    }
+  }
+  if (notes && !orphans.empty()) {
+    notes->push_back(fmt::format("{} unlinked inode(s) still held open at the last stop; the next mount reclaims them",
+                                 orphans.size()));
+  }
+
+  struct Placed {
+    uint64_t offset, len, ino, index;
+  };
+  std::map<uint32_t, std::vector<Placed>> by_segment;
+  std::map<uint64_t, uint64_t> footprint;
+  std::vector<uint64_t> verified_blocks(1, 0);
+  std::set<std::pair<uint64_t, uint64_t>> chunk_keys;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefixAll(), [&](std::string_view k, std::string_view v) {
+    uint64_t ino = meta::InoFromKey(k), index = meta::ChunkIndexFromKey(k);
+    std::string where = fmt::format("chunk {} of inode {}", index, ino);
+    auto rec = meta::DecodeChunk(v);
+    if (!rec.ok()) {
+      problem(where + ": record cannot be decoded");
+      return true;
+    }
+    chunk_keys.emplace(ino, index);
+    std::string sums;
+    if (!kv_->get(meta::ChecksumKey(ino, index), &sums).ok()) {
+      problem(where + ": has no checksum record");
+    } else if (!meta::DecodeChecksums(sums, &rec.value()).ok()) {
+      problem(where + ": checksum record cannot be decoded or does not match its length");
+    }
+    auto it = inodes.find(ino);
+    if (it == inodes.end() || !S_ISREG(it->second.mode)) {
+      problem(where + ": belongs to no regular file");
+      return true;
+    }
+    const InodeRecord& file = it->second;
+    if (index * file.chunk_size + rec->length > file.size) {
+      problem(fmt::format("{}: holds data past the end of the file ({} bytes)", where, file.size));
+    }
+    if (rec->capacity % meta::kBlockSize || rec->capacity < rec->blocks() * meta::kBlockSize ||
+        rec->capacity > file.chunk_size || rec->length == 0) {
+      problem(fmt::format("{}: length {} and reserved {} do not fit", where, rec->length, rec->capacity));
+    }
+    std::set<uint32_t> segs;
+    for (const auto& e : rec->replicas) {
+      if (e.segment >= config_.segments.size() || config_.segments[e.segment].kind != "drive") {
+        problem(fmt::format("{}: names unknown drive {}", where, e.segment));
+        continue;
+      }
+      if (!segs.insert(e.segment).second) problem(fmt::format("{}: two replicas on drive {}", where, e.segment));
+      const auto& seg = config_.segments[e.segment];
+      if (e.offset % meta::kBlockSize || e.offset + rec->capacity > seg.capacity) {
+        problem(fmt::format("{}: extent {}+{} lies outside drive {}", where, e.offset, rec->capacity, e.segment));
+      }
+      by_segment[e.segment].push_back({e.offset, rec->capacity, ino, index});
+      footprint[ino] += rec->capacity;
+    }
+    if (rec->replicas.empty()) problem(where + ": has no replica");
+    if (verify && rec->length > 0 && rec->crcs.size() == rec->blocks()) {
+      size_t bytes = size_t{rec->blocks()} * meta::kBlockSize;
+      void* raw = nullptr;
+      if (posix_memalign(&raw, meta::kBlockSize, bytes) != 0) throw std::bad_alloc();
+      std::unique_ptr<char, decltype(&free)> buf(static_cast<char*>(raw), &free);
+      for (const auto& e : rec->replicas) {
+        if (e.segment >= fds_.size() || fds_[e.segment] < 0) continue;
+        IoRequest req{IoRequest::Op::kRead, e.segment, kDataOffset + e.offset, buf.get(), bytes};
+        if (Status s = io_->run({&req, 1}); !s.ok()) {
+          problem(fmt::format("{}: cannot be read from drive {}: {}", where, e.segment, s.message()));
+          continue;
+        }
+        for (uint32_t b = 0; b < rec->blocks(); ++b) {
+          verified_blocks[0]++;
+          if (!rec->block_matches(b, Crc32c(buf.get() + size_t{b} * meta::kBlockSize, meta::kBlockSize))) {
+            problem(fmt::format("{}: block {} on drive {} fails its checksum", where, b, e.segment));
+          }
+        }
+      }
+    }
+    return true;
+  }));
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChecksumPrefixAll(), [&](std::string_view k, std::string_view) {
+    if (!chunk_keys.count({meta::InoFromKey(k), meta::ChunkIndexFromKey(k)})) {
+      problem(fmt::format("checksums of chunk {} of inode {} belong to no chunk record", meta::ChunkIndexFromKey(k),
+                          meta::InoFromKey(k)));
+    }
+    return true;
+  }));
+  for (auto& [seg, extents] : by_segment) {
+    std::sort(extents.begin(), extents.end(), [](const Placed& a, const Placed& b) { return a.offset < b.offset; });
+    for (size_t i = 1; i < extents.size(); ++i) {
+      const Placed& a = extents[i - 1];
+      const Placed& b = extents[i];
+      if (a.offset + a.len > b.offset) {
+        problem(fmt::format("drive {}: chunk {} of inode {} overlaps chunk {} of inode {}", seg, a.index, a.ino, b.index, b.ino));
+      }
+    }
+  }
+  for (const auto& [ino, r] : inodes) {
+    if (S_ISREG(r.mode) && footprint[ino] != r.allocated) {
+      problem(fmt::format("inode {}: accounts {} bytes of space but its chunks hold {}", ino, r.allocated, footprint[ino]));
+    }
+  }
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::XattrPrefixAll(), [&](std::string_view k, std::string_view) {
+    if (!inodes.count(meta::InoFromKey(k))) problem(fmt::format("extended attribute of missing inode {}", meta::InoFromKey(k)));
+    return true;
+  }));
+  if (notes) {
+    uint64_t chunks = 0;
+    for (auto& [s, e] : by_segment) chunks += e.size();
+    notes->push_back(fmt::format("{} inodes, {} chunk replicas checked", inodes.size(), chunks));
+    if (verify) notes->push_back(fmt::format("{} blocks read and verified", verified_blocks[0]));
+  }
+  return problems;
+}
+
+}  // namespace stripefs

@@ -74,7 +74,12 @@ class Frontend {
 Frontend* F(fuse_req_t req) { return static_cast<Frontend*>(fuse_req_userdata(req)); }
 
 struct timespec ToTimespec(int64_t ns) {
-  return {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  int64_t sec = ns / 1000000000, rem = ns % 1000000000;
+  if (rem < 0) {  // times before 1970: tv_nsec must stay in [0, 1e9)
+    --sec;
+    rem += 1000000000;
+  }
+  return {static_cast<time_t>(sec), static_cast<long>(rem)};
 }
 
 struct stat ToStat(const InodeRecord& r) {

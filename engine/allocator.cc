@@ -16,7 +16,7 @@ namespace {
 class BestFitAllocator final : public SegmentAllocator {
  public:
   BestFitAllocator(uint64_t capacity, uint64_t unit)
-      : capacity_(capacity - capacity % unit), unit_(unit), by_off_(&nodes_), by_len_(&nodes_) {
+      : capacity_(capacity - capacity % unit), unit_(unit), by_len_(&nodes_), by_off_(&nodes_) {
     if (capacity_ > 0) insert(0, capacity_);
   }
 
@@ -30,14 +30,15 @@ class BestFitAllocator final : public SegmentAllocator {
     if (run_len == len) {  // an exact fit: the run goes away
       by_len_.erase(best);
       by_off_.erase(run);
-    } else {  // the run keeps its tail; reuse both tree nodes
+    } else {  // the run keeps its tail; both tree nodes are reused
       auto len_node = by_len_.extract(best);
       len_node.value() = {run_len - len, off + len};
-      by_len_.insert(std::move(len_node));
+      auto moved = by_len_.insert(std::move(len_node)).position;
+      auto hint = std::next(run);
       auto off_node = by_off_.extract(run);
       off_node.key() = off + len;
-      off_node.mapped() = run_len - len;
-      by_off_.insert(std::move(off_node));
+      off_node.mapped() = moved;
+      by_off_.insert(hint, std::move(off_node));
     }
     free_.fetch_sub(len, std::memory_order_relaxed);
     return off;
@@ -48,22 +49,22 @@ class BestFitAllocator final : public SegmentAllocator {
     uint64_t start = offset, end = offset + len;
     auto next = by_off_.lower_bound(offset);
     if (next != by_off_.end() && next->first == end) {  // merge with the run after
-      end += next->second;
-      by_len_.erase({next->second, next->first});
+      end += next->second->first;
+      by_len_.erase(next->second);
       next = by_off_.erase(next);
     }
     if (next != by_off_.begin()) {
       auto prev = std::prev(next);
-      if (prev->first + prev->second == start) {  // merge into the run before: grow it in place
-        by_len_.erase({prev->second, prev->first});
-        prev->second = end - prev->first;
-        by_len_.insert({prev->second, prev->first});
+      if (prev->first + prev->second->first == start) {  // merge into the run before: grow it in place
+        auto len_node = by_len_.extract(prev->second);
+        len_node.value().first = end - prev->first;
+        prev->second = by_len_.insert(std::move(len_node)).position;
         free_.fetch_add(len, std::memory_order_relaxed);
         return;
       }
     }
-    by_off_.emplace_hint(next, start, end - start);
-    by_len_.insert({end - start, start});
+    auto li = by_len_.insert({end - start, start}).first;
+    by_off_.emplace_hint(next, start, li);
     free_.fetch_add(len, std::memory_order_relaxed);
   }
 
@@ -97,7 +98,7 @@ class BestFitAllocator final : public SegmentAllocator {
   }
   void for_each_free(const std::function<void(uint64_t, uint64_t)>& fn) const override {
     std::lock_guard lock(mu_);
-    for (const auto& [off, len] : by_off_) fn(off, len);
+    for (const auto& [off, run] : by_off_) fn(off, run->first);
   }
 
  private:
@@ -106,7 +107,7 @@ class BestFitAllocator final : public SegmentAllocator {
     auto it = by_off_.upper_bound(offset);
     if (it == by_off_.begin()) return false;
     --it;
-    auto [run_off, run_len] = *it;
+    uint64_t run_off = it->first, run_len = it->second->first;
     if (offset + len > run_off + run_len) return false;
     erase(run_off, run_len);
     if (offset > run_off) insert(run_off, offset - run_off);
@@ -114,13 +115,13 @@ class BestFitAllocator final : public SegmentAllocator {
     return true;
   }
   void insert(uint64_t off, uint64_t len) {
-    by_off_[off] = len;
-    by_len_.insert({len, off});
+    by_off_[off] = by_len_.insert({len, off}).first;
     free_.fetch_add(len, std::memory_order_relaxed);
   }
   void erase(uint64_t off, uint64_t len) {
-    by_off_.erase(off);
-    by_len_.erase({len, off});
+    auto it = by_off_.find(off);
+    by_len_.erase(it->second);
+    by_off_.erase(it);
     free_.fetch_sub(len, std::memory_order_relaxed);
   }
 
@@ -129,9 +130,12 @@ class BestFitAllocator final : public SegmentAllocator {
   mutable std::mutex mu_;
   // Tree nodes come from a pool, not malloc: allocate and release each add and
   // remove a few nodes, and this is the hot path of placement.
-  std::pmr::unsynchronized_pool_resource nodes_;               // GUARDED_BY(mu_)
-  std::pmr::map<uint64_t, uint64_t> by_off_;                   // GUARDED_BY(mu_)
-  std::pmr::set<std::pair<uint64_t, uint64_t>> by_len_;        // GUARDED_BY(mu_)
+  // Each offset entry points at its run's (length, offset) entry, so merging
+  // and splitting runs never search the length index a second time.
+  using LengthIndex = std::pmr::set<std::pair<uint64_t, uint64_t>>;
+  std::pmr::unsynchronized_pool_resource nodes_;                // GUARDED_BY(mu_)
+  LengthIndex by_len_;                                          // GUARDED_BY(mu_): (length, offset)
+  std::pmr::map<uint64_t, LengthIndex::iterator> by_off_;       // GUARDED_BY(mu_): offset -> by_len_ entry
   std::atomic<uint64_t> free_{0};  // written under mu_, read without it (placement looks at it)
 };
 

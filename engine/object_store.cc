@@ -535,6 +535,13 @@ Status ObjectStore::trim(Object& obj) {
 }
 
 Status ObjectStore::reclaim(uint64_t ino) {
+  // Two callers can reach the same orphan at once (the last close racing the
+  // unlink); only the first may free its extents, or they would be freed twice.
+  std::lock_guard lock(reclaim_mu_);
+  std::string ignored;
+  Status exists = kv_->get(meta::InodeKey(ino), &ignored);
+  if (exists.code() == Code::kNotFound) return Status::OK();  // already reclaimed
+  SFS_RETURN_IF_ERROR(exists);
   SFS_ASSIGN_OR_RETURN(auto chunks, load_chunks(ino));
   Transaction txn;
   std::vector<Freed> freed;

@@ -72,7 +72,8 @@ class ObjectStore {
   Result<meta::InodeRecord> truncate(Object& obj, uint64_t size, int64_t mtime_ns);
   // Gives back reserved but unwritten space at the end of each chunk (on last close).
   Status trim(Object& obj);
-  // Deletes an orphan: its chunks, inode and xattrs, in one batch.
+  // Deletes an orphan: its chunks, inode and xattrs, in one batch. Safe to call
+  // more than once, also concurrently: an inode already gone is left alone.
   Status reclaim(uint64_t ino);
   // Makes everything written so far durable: drives flushed, WAL synced.
   Status sync();
@@ -110,6 +111,8 @@ class ObjectStore {
   std::mutex objects_mu_;
   std::map<uint64_t, std::shared_ptr<Object>> objects_;  // GUARDED_BY(objects_mu_)
   std::map<std::string, std::unique_ptr<PlacementStrategy>> strategies_;  // GUARDED_BY(objects_mu_)
+
+  std::mutex reclaim_mu_;  // serializes reclaim(): see there
 
   mutable std::mutex pending_mu_;
   std::vector<Freed> pending_free_;  // GUARDED_BY(pending_mu_)

@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <thread>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -516,6 +518,41 @@ TEST_F(ObjectStoreTest, ReclaimOfUnlinkedFileReturnsAllSpace) {
   auto orphans = ns_->orphans();
   ASSERT_TRUE(orphans.ok());
   EXPECT_TRUE(orphans->empty());
+}
+
+// The last close and the unlink can both find an orphan: reclaiming it twice,
+// one after the other or at once, frees its space exactly once.
+TEST_F(ObjectStoreTest, ReclaimTwiceFreesSpaceOnce) {
+  const uint64_t before = TotalFree();
+  for (int concurrent = 0; concurrent < 2; ++concurrent) {
+    const std::string name = "twice" + std::to_string(concurrent);
+    InodeRecord f = NewFile(name);
+    auto obj = Obj(f);
+    ASSERT_NE(obj, nullptr);
+    ASSERT_TRUE(Write(*obj, 0, Pattern(3 * kChunk + 5, 20 + concurrent)).ok());
+    obj.reset();
+    ASSERT_TRUE(ns_->unlink(meta::kRootIno, name).ok());
+    if (concurrent) {
+      Status a, b;
+      std::thread t1([&] { a = store_->reclaim(f.ino); });
+      std::thread t2([&] { b = store_->reclaim(f.ino); });
+      t1.join();
+      t2.join();
+      ASSERT_TRUE(a.ok()) << a.message();
+      ASSERT_TRUE(b.ok()) << b.message();
+    } else {
+      ASSERT_TRUE(store_->reclaim(f.ino).ok());
+      ASSERT_TRUE(store_->reclaim(f.ino).ok());
+    }
+    ASSERT_TRUE(store_->sync().ok());
+    EXPECT_EQ(TotalFree(), before) << (concurrent ? "concurrent" : "sequential");
+  }
+  // The space is whole: a write of everything that was used still fits and reads back.
+  InodeRecord g = NewFile("after");
+  auto obj = Obj(g);
+  std::string d = Pattern(4 * kChunk, 30);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  EXPECT_EQ(Read(*obj, 0, d.size()), d);
 }
 
 TEST_F(ObjectStoreTest, CorruptedByteFailsRead) {

@@ -538,6 +538,15 @@ Status ObjectStore::reclaim(uint64_t ino) {
   // Two callers can reach the same orphan at once (the last close racing the
   // unlink); only the first may free its extents, or they would be freed twice.
   std::lock_guard lock(reclaim_mu_);
+  // A trim or truncate of the same object may still be running (the unlink
+  // can come right after the last close): wait for it, then read the records.
+  std::shared_ptr<Object> cached;
+  {
+    std::lock_guard objects_lock(objects_mu_);
+    if (auto it = objects_.find(ino); it != objects_.end()) cached = it->second;
+  }
+  std::unique_lock<std::shared_mutex> object_lock;
+  if (cached) object_lock = std::unique_lock(cached->mu);
   std::string ignored;
   Status exists = kv_->get(meta::InodeKey(ino), &ignored);
   if (exists.code() == Code::kNotFound) return Status::OK();  // already reclaimed
@@ -550,6 +559,11 @@ Status ObjectStore::reclaim(uint64_t ino) {
     for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
   }
   SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
+  if (cached) {  // whoever still holds it must not write the reclaimed chunks back
+    cached->chunks.clear();
+    object_lock.unlock();
+    cached.reset();
+  }
   forget_if_unused(ino);
   release_later(std::move(freed));
   return Status::OK();

@@ -11,11 +11,6 @@ namespace stripefs {
 
 namespace {
 const std::string_view kSettable[] = {kStrategyXattr, kChunkSizeXattr, kReplicasXattr};
-
-size_t DriveCount(const meta::PoolConfig& pool) {
-  return static_cast<size_t>(std::count_if(pool.segments.begin(), pool.segments.end(),
-                                           [](const meta::SegmentConfig& s) { return s.kind == "drive"; }));
-}
 }  // namespace
 
 bool IsLayoutXattr(std::string_view name) {
@@ -31,15 +26,15 @@ Result<std::string> ValidateLayoutXattr(std::string_view name, std::string_view 
   }
   if (name == kChunkSizeXattr) {
     auto size = ParseSize(v);
-    if (!size.ok() || size.value() < (1u << 20) || size.value() > (64u << 20) || (size.value() & (size.value() - 1))) {
+    if (!size.ok() || !CheckChunkSize(size.value()).ok()) {
       return Status::Invalid("chunk_size '" + v + "' must be a power of two from 1M to 64M");
     }
     return std::to_string(size.value());
   }
   if (name == kReplicasXattr) {
     if (v.size() != 1 || v[0] < '1' || v[0] > '3') return Status::Invalid("replicas '" + v + "' must be 1, 2 or 3");
-    if (static_cast<size_t>(v[0] - '0') > DriveCount(pool)) {
-      return Status::Invalid("replicas " + v + " needs as many drives; the pool has " + std::to_string(DriveCount(pool)));
+    if (static_cast<size_t>(v[0] - '0') > pool.drive_count()) {
+      return Status::Invalid("replicas " + v + " needs as many drives; the pool has " + std::to_string(pool.drive_count()));
     }
     return v;
   }

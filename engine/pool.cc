@@ -94,12 +94,17 @@ Result<uint64_t> ParseSize(std::string_view text) {
   return value << shift;
 }
 
+Status CheckChunkSize(uint64_t bytes) {
+  if (bytes < (1u << 20) || bytes > (64u << 20) || (bytes & (bytes - 1))) {
+    return Status::Invalid(fmt::format("chunk size {} must be a power of two from 1M to 64M", bytes));
+  }
+  return Status::OK();
+}
+
 Status FormatPool(const FormatOptions& o, uint32_t root_uid, uint32_t root_gid) {
   if (o.meta_dir.empty()) return Status::Invalid("--meta DIR is required");
   if (o.drives.empty()) return Status::Invalid("at least one --drive is required");
-  if (o.chunk_size < (1u << 20) || o.chunk_size > (64u << 20) || (o.chunk_size & (o.chunk_size - 1))) {
-    return Status::Invalid(fmt::format("chunk size {} must be a power of two between 1M and 64M", o.chunk_size));
-  }
+  SFS_RETURN_IF_ERROR(CheckChunkSize(o.chunk_size));
   SFS_RETURN_IF_ERROR(MakeStrategy(o.strategy).status());
   if (o.replicas < 1 || o.replicas > 3) return Status::Invalid("--replicas must be 1, 2 or 3");
   if (o.replicas > o.drives.size()) {
@@ -271,8 +276,7 @@ Status Pool::open_drives(Mode mode, bool degraded) {
     allocators_[seg.id] = nullptr;
     missing_.push_back(s.message());
   }
-  if (missing_.size() == static_cast<size_t>(std::count_if(config_.segments.begin(), config_.segments.end(),
-                                                           [](const auto& g) { return g.kind == "drive"; }))) {
+  if (missing_.size() == config_.drive_count()) {
     return Status::NotFound("every drive of the pool is missing");
   }
   return Status::OK();
@@ -359,6 +363,16 @@ Result<std::vector<SegmentUsage>> Pool::usage() {
     out.push_back({seg.id, seg.kind, seg.path, seg.capacity, used});
   }
   return out;
+}
+
+Result<nlohmann::json> Pool::usage_json() {
+  SFS_ASSIGN_OR_RETURN(auto usage, this->usage());
+  nlohmann::json j;
+  j["segments"] = nlohmann::json::array();
+  for (const auto& u : usage) {
+    j["segments"].push_back({{"id", u.id}, {"kind", u.kind}, {"path", u.path}, {"capacity", u.capacity}, {"used", u.used}});
+  }
+  return j;
 }
 
 Result<InodeRecord> Pool::resolve(const std::string& path) {

@@ -45,6 +45,8 @@ Status FormatPool(const FormatOptions& options, uint32_t root_uid, uint32_t root
 
 // Parses "4M", "1G", "512" (powers of 1024).
 Result<uint64_t> ParseSize(std::string_view text);
+// A chunk size must be a power of two from 1 MiB to 64 MiB (pool default and per-directory layout alike).
+Status CheckChunkSize(uint64_t bytes);
 
 class Pool {
  public:
@@ -70,6 +72,8 @@ class Pool {
   // Capacity and used bytes of every segment (drives from the allocators when
   // mounted, from the chunk records otherwise; RAM as configured).
   Result<std::vector<SegmentUsage>> usage();
+  // usage() in the df contract's JSON: {"segments":[{"id","kind","path","capacity","used"}]}.
+  Result<nlohmann::json> usage_json();
   uint64_t drive_capacity() const;
   uint64_t drive_free() const;
   // The placement contract's JSON for a regular file.

@@ -451,13 +451,8 @@ Result<std::string> VirtualXattr(Frontend* f, fuse_ino_t ino, const char* name) 
     SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, ""));
     return j.dump();
   }
-  SFS_ASSIGN_OR_RETURN(auto usage, f->pool().usage());
-  nlohmann::json j;
-  j["segments"] = nlohmann::json::array();
-  for (const auto& u : usage) {
-    j["segments"].push_back({{"id", u.id}, {"kind", u.kind}, {"path", u.path}, {"capacity", u.capacity}, {"used", u.used}});
-  }
-  return j.dump();
+  SFS_ASSIGN_OR_RETURN(auto usage, f->pool().usage_json());
+  return usage.dump();
 }
 
 void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {

@@ -41,6 +41,12 @@ struct PoolConfig {
   std::string strategy = "striped";
   uint32_t replicas = 1;
   std::vector<SegmentConfig> segments;
+
+  size_t drive_count() const {
+    size_t n = 0;
+    for (const auto& s : segments) n += s.kind == "drive";
+    return n;
+  }
 };
 
 struct InodeRecord {

@@ -59,8 +59,8 @@ int RunMkfs(const std::string& meta_dir, const std::vector<std::string>& drives,
   }
   auto cs = ParseSize(chunk);
   if (!cs.ok()) return Fail("--chunk-size: " + cs.status().message());
-  if (cs.value() > (64u << 20) || cs.value() < (1u << 20) || (cs.value() & (cs.value() - 1))) {
-    return Fail(fmt::format("--chunk-size {}: must be a power of two between 1M and 64M", chunk));
+  if (!CheckChunkSize(cs.value()).ok()) {
+    return Fail(fmt::format("--chunk-size {}: must be a power of two from 1M to 64M", chunk));
   }
   o.chunk_size = static_cast<uint32_t>(cs.value());
   Status s = FormatPool(o, getuid(), getgid());
@@ -252,12 +252,9 @@ int RunDf(const std::string& target, bool json) {
   if (std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {
     auto pool = Pool::Open(target, Pool::Mode::kInspect);
     if (!pool.ok()) return Fail(pool.status());
-    auto usage = pool.value()->usage();
+    auto usage = pool.value()->usage_json();
     if (!usage.ok()) return Fail(usage.status());
-    j["segments"] = nlohmann::json::array();
-    for (const auto& u : usage.value()) {
-      j["segments"].push_back({{"id", u.id}, {"kind", u.kind}, {"path", u.path}, {"capacity", u.capacity}, {"used", u.used}});
-    }
+    j = std::move(usage).value();
   } else {
     auto v = LiveXattr(target, "user.stripefs.df");
     if (!v.ok()) {

@@ -54,6 +54,19 @@ class StripedStrategy final : public PlacementStrategy {
   }
 };
 
+// Chunk i prefers segment i mod N, so every object starts on the first
+// segment: the layout stripers used before starting each object on its own
+// drive. Kept to measure that change (bench/stripe_bench) and for workloads
+// of few, large objects where it makes no difference.
+class RoundRobinStrategy final : public PlacementStrategy {
+ public:
+  std::string_view name() const override { return "round-robin"; }
+  void rank(const PlacementRequest& req, std::span<const SegmentView> segs, std::vector<uint32_t>* order) const override {
+    if (segs.empty()) return order->clear();
+    RingFrom(req.chunk_index % segs.size(), segs.size(), order);
+  }
+};
+
 // A uniformly random start, then the following segments in order.
 class RandomStrategy final : public PlacementStrategy {
  public:
@@ -116,7 +129,8 @@ uint64_t ObjectHash(std::string_view uri) {
 }
 
 const std::vector<std::string>& StrategyNames() {
-  static const std::vector<std::string> kNames = {"striped", "random", "free-ratio-first", "two-choice"};
+  static const std::vector<std::string> kNames = {"striped", "random", "free-ratio-first", "two-choice",
+                                                   "round-robin"};
   return kNames;
 }
 
@@ -125,6 +139,7 @@ Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name) {
   if (name == "random") return std::unique_ptr<PlacementStrategy>(new RandomStrategy);
   if (name == "free-ratio-first") return std::unique_ptr<PlacementStrategy>(new FreeRatioFirstStrategy);
   if (name == "two-choice") return std::unique_ptr<PlacementStrategy>(new TwoChoiceStrategy);
+  if (name == "round-robin") return std::unique_ptr<PlacementStrategy>(new RoundRobinStrategy);
   std::string all;
   for (const auto& n : StrategyNames()) all += (all.empty() ? "" : ", ") + n;
   return Status::Invalid("unknown strategy '" + std::string(name) + "' (choose one of: " + all + ")");

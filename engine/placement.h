@@ -43,7 +43,7 @@ class PlacementStrategy {
 // First 8 bytes of SHA-256(uri), big-endian: stable across restarts and builds.
 uint64_t ObjectHash(std::string_view uri);
 
-// By name: "striped", "random", "free-ratio-first", "two-choice"; kInvalidArgument
+// By name: "striped", "random", "free-ratio-first", "two-choice", "round-robin"; kInvalidArgument
 // names the choices otherwise.
 Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name);
 const std::vector<std::string>& StrategyNames();

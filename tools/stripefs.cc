@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
   mkfs->add_option("--drive", drives, "PATH[:SIZE] of a drive; a file is created or grown to SIZE (K/M/G/T)")->required();
   mkfs->add_option("--ram", ram, "Size of a RAM segment (K/M/G/T)");
   mkfs->add_option("--chunk-size", chunk, "Chunk size, a power of two from 1M to 64M")->capture_default_str();
-  mkfs->add_option("--strategy", strategy, "Placement strategy: striped, random, free-ratio-first or two-choice")->capture_default_str();
+  mkfs->add_option("--strategy", strategy, "Placement strategy: striped, random, free-ratio-first, two-choice or round-robin")->capture_default_str();
   mkfs->add_option("--replicas", replicas, "Copies of each chunk, on distinct drives (1-3)")->capture_default_str()->check(CLI::Range(1, 3));
   mkfs->add_flag("--force", force, "Overwrite drives and a metadata directory that already hold a pool");
 

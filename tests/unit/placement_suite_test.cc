@@ -702,6 +702,19 @@ TEST_P(PlacementSuite, StrategyRule) {
       starts[order[0]]++;
     }
     for (size_t s = 0; s < n; ++s) EXPECT_GT(starts[s], 0) << "start " << s << " never drawn in 500 ranks";
+  } else if (name == "round-robin") {
+    // Position chunk_index mod N first whatever the object, then ring order.
+    for (size_t n = 1; n <= 9; ++n) {
+      std::vector<SegmentView> segs;
+      for (size_t i = 0; i < n; ++i) segs.push_back({static_cast<uint32_t>(2 * i + 5), 100 * unit(), rng() % 100 * unit()});
+      for (uint64_t chunk : {uint64_t{0}, uint64_t{1}, uint64_t{5}, std::numeric_limits<uint64_t>::max(), rng()}) {
+        for (uint64_t hash : {ObjectHash("a"), ObjectHash("b"), rng()}) {
+          auto order = Rank(strategy(), {hash, chunk, unit()}, segs);
+          ASSERT_EQ(order.size(), n);
+          for (size_t i = 0; i < n; ++i) ASSERT_EQ(order[i], (chunk % n + i) % n) << "n=" << n << " chunk=" << chunk;
+        }
+      }
+    }
   } else {
     GTEST_SKIP() << "no strategy-specific rule known for '" << name << "'";
   }

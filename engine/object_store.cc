@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/aligned_buffer.h"
 #include "engine/crc32c.h"
 #include "engine/striper.h"
 
@@ -22,32 +23,6 @@ namespace {
 constexpr uint32_t kBlock = meta::kBlockSize;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-// A zeroed, 4 KiB-aligned buffer, as O_DIRECT needs.
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t n) : size_(n) {
-    if (n == 0) return;
-    void* p = nullptr;
-    if (posix_memalign(&p, kBlock, n) != 0) throw std::bad_alloc();
-    data_ = static_cast<char*>(p);
-    std::memset(data_, 0, n);
-  }
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(o.size_) {}
-  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(size_, o.size_);
-    return *this;
-  }
-  ~AlignedBuffer() { std::free(data_); }
-  char* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  char* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 uint64_t Footprint(const ChunkRecord& r) { return uint64_t{r.capacity} * r.replicas.size(); }
 
@@ -156,53 +131,81 @@ Status ObjectStore::read_blocks(const ChunkRecord& rec, uint32_t first, uint32_t
   return last;
 }
 
-Status ObjectStore::read(Object& obj, uint64_t offset, size_t len, char* out) {
+Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char* out) {
   if (!obj.loaded) {
     std::unique_lock lock(obj.mu);
     SFS_RETURN_IF_ERROR(ensure_loaded(obj));
   }
   std::shared_lock lock(obj.mu);
+  // Pieces are whole blocks (offset, len and the chunk size are multiples of
+  // a block), so each is read straight into its place in out.
   struct Part {
-    ChunkPiece piece;
+    uint64_t index;
+    char* dst;
     const ChunkRecord* rec;
-    uint32_t first, count, valid;
-    AlignedBuffer buf;
+    uint32_t first, count;
   };
-  std::vector<Part> parts;
-  std::vector<IoRequest> reqs;
-  for (const ChunkPiece& piece : SplitRange(offset, len, obj.chunk_size)) {
-    auto it = obj.chunks.find(piece.index);
-    if (it == obj.chunks.end() || piece.offset >= it->second.length) {
-      std::memset(out + piece.buffer_offset, 0, piece.length);
+  thread_local std::vector<Part> parts;
+  thread_local std::vector<IoRequest> reqs;
+  thread_local std::vector<uint32_t> crcs;
+  parts.clear();
+  reqs.clear();
+  for (uint64_t done = 0; done < len;) {
+    const uint64_t pos = offset + done;
+    const uint64_t index = pos / obj.chunk_size;
+    const auto in_chunk = static_cast<uint32_t>(pos % obj.chunk_size);
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(obj.chunk_size - in_chunk, len - done));
+    char* dst = out + done;
+    done += n;
+    auto it = obj.chunks.find(index);
+    const uint32_t valid_end = it == obj.chunks.end() ? 0 : std::min(in_chunk + n, it->second.length);
+    if (valid_end <= in_chunk) {  // a hole, or past the written data
+      std::memset(dst, 0, n);
       continue;
     }
-    const ChunkRecord& rec = it->second;
-    uint32_t valid_end = std::min<uint32_t>(piece.offset + piece.length, rec.length);
-    uint32_t first = piece.offset / kBlock;
-    uint32_t count = static_cast<uint32_t>(RoundUp(valid_end, kBlock) / kBlock) - first;
-    parts.push_back({piece, &rec, first, count, valid_end - piece.offset, AlignedBuffer(size_t{count} * kBlock)});
-  }
-  for (Part& p : parts) {
-    const Extent& e = readable_replica(*p.rec);
-    reqs.push_back({IoRequest::Op::kRead, e.segment, device_offset(e) + uint64_t{p.first} * kBlock, p.buf.data(),
-                    p.buf.size()});
+    const uint32_t first = in_chunk / kBlock;
+    const uint32_t count = static_cast<uint32_t>(RoundUp(valid_end, kBlock) / kBlock) - first;
+    std::memset(dst + size_t{count} * kBlock, 0, n - size_t{count} * kBlock);
+    parts.push_back({index, dst, &it->second, first, count});
+    const Extent& e = readable_replica(it->second);
+    reqs.push_back({IoRequest::Op::kRead, e.segment, device_offset(e) + uint64_t{first} * kBlock, dst,
+                    size_t{count} * kBlock});
   }
   Status batch = io_->run(reqs);
-  for (Part& p : parts) {
+  for (const Part& p : parts) {
     bool good = batch.ok();
-    for (uint32_t b = 0; b < p.count && good; ++b) {
-      good = p.rec->block_matches(p.first + b, Crc32c(p.buf.data() + size_t{b} * kBlock, kBlock));
+    if (good) {
+      crcs.resize(p.count);
+      Crc32cBlocks(p.dst, kBlock, p.count, crcs.data());
+      for (uint32_t b = 0; b < p.count && good; ++b) good = p.rec->block_matches(p.first + b, crcs[b]);
     }
     if (!good) {
       // The first replica failed or did not verify: try them all, one at a time.
-      Status s = read_blocks(*p.rec, p.first, p.count, p.buf.data());
-      if (!s.ok()) {
-        return Status(s.code(), fmt::format("object {} chunk {}: {}", obj.uri, p.piece.index, s.message()));
-      }
+      Status s = read_blocks(*p.rec, p.first, p.count, p.dst);
+      if (!s.ok()) return Status(s.code(), fmt::format("object {} chunk {}: {}", obj.uri, p.index, s.message()));
     }
-    std::memcpy(out + p.piece.buffer_offset, p.buf.data() + (p.piece.offset - uint64_t{p.first} * kBlock), p.valid);
-    std::memset(out + p.piece.buffer_offset + p.valid, 0, p.piece.length - p.valid);
+    // Bytes of the last block past the chunk's length are stale on disk.
+    const uint64_t valid = p.rec->length - uint64_t{p.first} * kBlock;
+    if (valid < size_t{p.count} * kBlock) std::memset(p.dst + valid, 0, size_t{p.count} * kBlock - valid);
   }
+  return Status::OK();
+}
+
+Result<const char*> ObjectStore::read(Object& obj, uint64_t offset, size_t len, AlignedBuffer& buf) {
+  const uint64_t start = offset / kBlock * kBlock;
+  const uint64_t span = RoundUp(offset + len, kBlock) - start;
+  buf.reserve(span);
+  SFS_RETURN_IF_ERROR(read_aligned(obj, start, span, buf.data()));
+  return static_cast<const char*>(buf.data() + (offset - start));
+}
+
+Status ObjectStore::read(Object& obj, uint64_t offset, size_t len, char* out) {
+  if (offset % kBlock == 0 && len % kBlock == 0 && reinterpret_cast<uintptr_t>(out) % kBlock == 0) {
+    return read_aligned(obj, offset, len, out);
+  }
+  thread_local AlignedBuffer bounce;
+  SFS_ASSIGN_OR_RETURN(const char* bytes, read(obj, offset, len, bounce));
+  std::memcpy(out, bytes, len);
   return Status::OK();
 }
 
@@ -282,7 +285,10 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
     bool relocated = false;  // the chunk's data moves to new extents
     ChunkRecord before, after;
     uint32_t first_block = 0;
-    AlignedBuffer buf;
+    uint32_t last_block = 0;
+    AlignedBuffer buf;            // when the caller's bytes cannot be written as they are
+    const char* bytes = nullptr;  // blocks [first_block, last_block) as they go to the drives
+    size_t length() const { return size_t{last_block - first_block} * kBlock; }
   };
   std::vector<Plan> plans;
   // Gives back every reservation made so far (nothing of it was committed).
@@ -370,33 +376,43 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
     const uint32_t first = p.relocated ? 0 : std::min(p.piece.offset, p.before.length) / kBlock;
     const uint32_t last = p.relocated ? p.after.blocks() : static_cast<uint32_t>(RoundUp(end, kBlock) / kBlock);
     p.first_block = first;
-    p.buf = AlignedBuffer(size_t{last - first} * kBlock);
-    Status s;
-    if (p.relocated && p.existed && old_blocks > 0) {
-      s = read_blocks(p.before, 0, old_blocks, p.buf.data());
-    } else if (p.existed) {
-      uint32_t head = first, tail = last - 1;
-      if (head < old_blocks && (p.piece.offset > head * kBlock || end < (head + 1) * kBlock)) {
-        s = read_blocks(p.before, head, 1, p.buf.data());
+    p.last_block = last;
+    const char* src = data + p.piece.buffer_offset;
+    if (uint64_t{first} * kBlock == p.piece.offset && uint64_t{last} * kBlock == end &&
+        !(p.relocated && p.existed && old_blocks > 0) && reinterpret_cast<uintptr_t>(src) % kBlock == 0) {
+      // The write covers exactly these whole blocks and the caller's bytes are
+      // aligned (the FUSE frontend arranges that): the drives take them as they are.
+      p.bytes = src;
+    } else {
+      // Every byte of it is set below: old blocks read, stale and new bytes written.
+      p.buf.resize_uninitialized(size_t{last - first} * kBlock);
+      p.bytes = p.buf.data();
+      Status s;
+      if (p.relocated && p.existed && old_blocks > 0) {
+        s = read_blocks(p.before, 0, old_blocks, p.buf.data());
+      } else if (p.existed) {
+        uint32_t head = first, tail = last - 1;
+        if (head < old_blocks && (p.piece.offset > head * kBlock || end < (head + 1) * kBlock)) {
+          s = read_blocks(p.before, head, 1, p.buf.data());
+        }
+        if (s.ok() && tail != head && tail < old_blocks && end % kBlock != 0) {
+          s = read_blocks(p.before, tail, 1, p.buf.data() + size_t{tail - first} * kBlock);
+        }
       }
-      if (s.ok() && tail != head && tail < old_blocks && end % kBlock != 0) {
-        s = read_blocks(p.before, tail, 1, p.buf.data() + size_t{tail - first} * kBlock);
+      if (!s.ok()) {
+        undo();
+        return s;
       }
+      // Bytes past the old length are stale on disk: they read as zeros.
+      uint64_t stale_from = std::max<uint64_t>(p.before.length, uint64_t{first} * kBlock) - uint64_t{first} * kBlock;
+      if (stale_from < p.buf.size()) std::memset(p.buf.data() + stale_from, 0, p.buf.size() - stale_from);
+      std::memcpy(p.buf.data() + (p.piece.offset - uint64_t{first} * kBlock), src, p.piece.length);
     }
-    if (!s.ok()) {
-      undo();
-      return s;
-    }
-    // Bytes past the old length are stale on disk: they read as zeros.
-    uint64_t stale_from = std::max<uint64_t>(p.before.length, uint64_t{first} * kBlock) - uint64_t{first} * kBlock;
-    if (stale_from < p.buf.size()) std::memset(p.buf.data() + stale_from, 0, p.buf.size() - stale_from);
-    std::memcpy(p.buf.data() + (p.piece.offset - uint64_t{first} * kBlock), data + p.piece.buffer_offset,
-                p.piece.length);
     p.after.crcs.resize(p.after.blocks());
+    Crc32cBlocks(p.bytes, kBlock, last - first, p.after.crcs.data() + first);
     ChunkRecord pending = p.before;
-    for (uint32_t b = first; b < last; ++b) {
-      p.after.crcs[b] = Crc32c(p.buf.data() + size_t{b - first} * kBlock, kBlock);
-      if (!p.relocated && b < old_blocks) pending.pending.emplace_back(b, p.after.crcs[b]);
+    for (uint32_t b = first; b < std::min(last, old_blocks); ++b) {
+      if (!p.relocated) pending.pending.emplace_back(b, p.after.crcs[b]);
     }
     if (pending.pending.size() > p.before.pending.size()) {
       intent.put(meta::ChecksumKey(obj.ino, p.piece.index), meta::EncodeChecksums(pending));
@@ -423,7 +439,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
   for (Plan& p : plans) {
     for (const Extent& e : p.after.replicas) {
       reqs.push_back({IoRequest::Op::kWrite, e.segment, device_offset(e) + uint64_t{p.first_block} * kBlock,
-                      p.buf.data(), p.buf.size()});
+                      const_cast<char*>(p.bytes), p.length()});
     }
   }
   if (Status s = io_->run(reqs); !s.ok()) return fail(s);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/aligned_buffer.h"
 #include "engine/allocator.h"
 #include "engine/io_backend.h"
 #include "engine/placement.h"
@@ -64,7 +65,12 @@ class ObjectStore {
   // Reads [offset, offset+len) into out; holes and bytes past the written
   // data read as zeros. The caller clips len to the file size.
   // kCorruption when no replica of a block matches its checksum.
+  // With offset, len and out 4 KiB-aligned the drives read straight into out;
+  // otherwise through a per-thread buffer and a copy.
   Status read(Object& obj, uint64_t offset, size_t len, char* out);
+  // The same without a copy: reads the whole blocks around the range into buf
+  // and returns where the range starts in it. Valid until buf is reused.
+  Result<const char*> read(Object& obj, uint64_t offset, size_t len, AlignedBuffer& buf);
   // Writes data at offset and commits it with the inode's new size and mtime.
   // kNoSpace when the pool is full (nothing of this call is then stored).
   Result<meta::InodeRecord> write(Object& obj, uint64_t offset, const char* data, size_t len);
@@ -91,6 +97,8 @@ class ObjectStore {
     uint64_t len;
   };
   Status ensure_loaded(Object& obj);  // REQUIRES: obj.mu held
+  // read() of whole blocks: offset and len multiples of 4 KiB, out 4 KiB-aligned.
+  Status read_aligned(Object& obj, uint64_t offset, size_t len, char* out);
   // Reads blocks [first, first+count) of a chunk into buf, verified, from any good replica.
   Status read_blocks(const meta::ChunkRecord& rec, uint32_t first, uint32_t count, char* buf);
   void release_now(const std::vector<meta::Extent>& extents, uint64_t len);

@@ -25,20 +25,31 @@ class UringBackend final : public IoBackend {
     }
   }
 
+  // The first request runs synchronously on the calling thread while the
+  // ring carries the others: a request that fits one drive (most of them)
+  // then costs one system call and no wake-up, and files that cannot do
+  // non-blocking I/O (tmpfs, for one) do not bounce it through a kernel worker.
   Status run(std::span<IoRequest> reqs) override {
     if (reqs.empty()) return Status::OK();
-    io_uring* ring = borrow();
-    if (!ring) return Status::IOError("cannot set up io_uring");
     Status first_error;
+    auto note = [&](Status s) {
+      if (!s.ok() && first_error.ok()) first_error = std::move(s);
+    };
+    std::span<IoRequest> rest = reqs.subspan(1);
+    io_uring* ring = nullptr;
+    if (!rest.empty()) {
+      ring = borrow();
+      if (!ring) return Status::IOError("cannot set up io_uring");
+    }
     size_t next = 0;
-    while (next < reqs.size()) {
+    unsigned in_flight = 0;
+    auto submit = [&]() -> Status {
       unsigned batch = 0;
-      for (; next < reqs.size() && batch < kRingEntries; ++next, ++batch) {
-        IoRequest& r = reqs[next];
+      for (; next < rest.size() && in_flight + batch < kRingEntries; ++next) {
+        IoRequest& r = rest[next];
         int fd = fds_.at(r.segment);
-        if (fd < 0) {  // a segment without a file: a missing drive of a degraded mount
-          if (first_error.ok()) first_error = Status::IOError(fmt::format("segment {} has no drive", r.segment));
-          --batch;
+        if (fd < 0) {
+          note(MissingDrive(r.segment));
           continue;
         }
         io_uring_sqe* sqe = io_uring_get_sqe(ring);
@@ -48,28 +59,37 @@ class UringBackend final : public IoBackend {
           io_uring_prep_write(sqe, fd, r.buf, r.len, r.offset);
         }
         io_uring_sqe_set_data(sqe, &r);
+        ++batch;
       }
+      if (batch == 0) return Status::OK();
       int rc = io_uring_submit(ring);
-      if (rc < 0) {
-        give_back(ring);
-        return Status::IOError(fmt::format("io_uring submit: {}", strerror(-rc)));
-      }
-      for (unsigned done = 0; done < batch; ++done) {
-        io_uring_cqe* cqe;
-        rc = io_uring_wait_cqe(ring, &cqe);
-        if (rc < 0) {
-          if (rc == -EINTR) { --done; continue; }
-          give_back(ring);
-          return Status::IOError(fmt::format("io_uring wait: {}", strerror(-rc)));
-        }
-        auto* r = static_cast<IoRequest*>(io_uring_cqe_get_data(cqe));
-        int res = cqe->res;
-        io_uring_cqe_seen(ring, cqe);
-        Status s = finish(*r, res);
-        if (!s.ok() && first_error.ok()) first_error = s;
+      if (rc < 0) return Status::IOError(fmt::format("io_uring submit: {}", strerror(-rc)));
+      in_flight += batch;
+      return Status::OK();
+    };
+    if (ring) {
+      if (Status s = submit(); !s.ok()) {
+        give_back(ring);  // nothing is in flight: submit failed before the kernel took any
+        return s;
       }
     }
-    give_back(ring);
+    note(fds_.at(reqs[0].segment) < 0 ? MissingDrive(reqs[0].segment) : finish(reqs[0], 0));
+    while (in_flight > 0) {
+      io_uring_cqe* cqe;
+      int rc = io_uring_wait_cqe(ring, &cqe);
+      if (rc == -EINTR) continue;
+      if (rc < 0) {
+        // The ring may still own buffers in flight: it is not reused.
+        return Status::IOError(fmt::format("io_uring wait: {}", strerror(-rc)));
+      }
+      auto* r = static_cast<IoRequest*>(io_uring_cqe_get_data(cqe));
+      int res = cqe->res;
+      io_uring_cqe_seen(ring, cqe);
+      --in_flight;
+      note(res < 0 ? Failure(*r, -res) : finish(*r, static_cast<size_t>(res)));
+      if (Status s = submit(); !s.ok()) note(s);
+    }
+    if (ring) give_back(ring);
     return first_error;
   }
 
@@ -83,20 +103,26 @@ class UringBackend final : public IoBackend {
   }
 
  private:
-  // A short transfer (rare: a signal, or the end of a drive file) is completed synchronously.
-  Status finish(const IoRequest& r, int res) {
-    if (res < 0) {
-      return Status::IOError(fmt::format("{} of {} bytes at offset {} on segment {}: {}",
-                                         r.op == IoRequest::Op::kRead ? "read" : "write", r.len,
-                                         r.offset, r.segment, strerror(-res)));
-    }
-    size_t done = static_cast<size_t>(res);
+  static Status MissingDrive(uint32_t segment) {
+    return Status::IOError(fmt::format("segment {} has no drive", segment));
+  }
+  static Status Failure(const IoRequest& r, int err) {
+    return Status::IOError(fmt::format("{} of {} bytes at offset {} on segment {}: {}",
+                                       r.op == IoRequest::Op::kRead ? "read" : "write", r.len, r.offset,
+                                       r.segment, strerror(err)));
+  }
+
+  // Completes r synchronously from byte `done` on: the whole request on the
+  // fast path, or what is left after a short transfer (a signal, the end of a
+  // drive file).
+  Status finish(const IoRequest& r, size_t done) {
     while (done < r.len) {
       char* p = static_cast<char*>(r.buf) + done;
       ssize_t n = r.op == IoRequest::Op::kRead ? pread(fds_[r.segment], p, r.len - done, r.offset + done)
                                                : pwrite(fds_[r.segment], p, r.len - done, r.offset + done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
+      if (n < 0) return Failure(r, errno);
+      if (n == 0) {
         return Status::IOError(fmt::format("short {} at offset {} on segment {}",
                                            r.op == IoRequest::Op::kRead ? "read" : "write",
                                            r.offset + done, r.segment));

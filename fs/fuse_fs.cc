@@ -1,6 +1,7 @@
 // FUSE low-level operations over a Pool.
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>  // the request header sizes, to align write data
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,8 +9,12 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <mutex>
 #include <unordered_map>
 
@@ -132,6 +137,9 @@ void ReplyEntry(fuse_req_t req, const Result<InodeRecord>& r, const char* op) {
 void OpInit(void* userdata, fuse_conn_info* conn) {
   conn->max_write = 1 << 20;
   conn->max_readahead = 1 << 20;
+  // Room for readahead and async direct I/O to keep several requests in flight.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 }
@@ -319,11 +327,11 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   uint64_t file_size = r->size;
   if (static_cast<uint64_t>(off) >= file_size) return (void)fuse_reply_buf(req, nullptr, 0);
   size = static_cast<size_t>(std::min<uint64_t>(size, file_size - static_cast<uint64_t>(off)));
-  std::unique_ptr<char[]> buf(new char[size]);
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-  Status s = f->store().read(*h->obj, static_cast<uint64_t>(off), size, buf.get());
-  if (!s.ok()) return ReplyError(req, s, "read");
-  fuse_reply_buf(req, buf.get(), size);
+  thread_local AlignedBuffer buf;  // one per worker, reused: the reply is sent from it
+  auto bytes = f->store().read(*h->obj, static_cast<uint64_t>(off), size, buf);
+  if (Failed(req, bytes, "read")) return;
+  fuse_reply_buf(req, bytes.value(), size);
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
@@ -547,6 +555,52 @@ fuse_lowlevel_ops MakeOps() {
   return ops;
 }
 
+// Where a worker's request buffer starts relative to a 4 KiB boundary: a
+// WRITE request's data then lands aligned, so the object store can hand it to
+// O_DIRECT as it is instead of copying it first.
+constexpr size_t kWriteHeader = sizeof(fuse_in_header) + sizeof(fuse_write_in);
+// libfuse reads up to 256 pages of payload plus a 4 KiB header area per request.
+constexpr size_t kRequestBuffer = (256u << 12) + 4096;
+
+void Work(fuse_session* se) {
+  void* base = nullptr;
+  if (posix_memalign(&base, 4096, kRequestBuffer + 4096) != 0) {
+    spdlog::critical("cannot allocate a request buffer; worker not started");
+    return;
+  }
+  fuse_buf buf{};
+  buf.mem = static_cast<char*>(base) + 4096 - kWriteHeader;
+  while (!fuse_session_exited(se)) {
+    buf.size = kRequestBuffer;
+    int res = fuse_session_receive_buf(se, &buf);
+    if (res == -EINTR) continue;
+    if (res <= 0) break;  // unmounted (the session is marked exited) or a device error
+    fuse_session_process_buf(se, &buf);
+  }
+  std::free(base);
+}
+
+// A fixed set of workers, all reading requests from the one /dev/fuse
+// descriptor (the kernel hands each request to one waiting reader). libfuse's
+// own multithreaded loop starts and stops threads as load changes and loses
+// most of the transport's speed on small requests; this keeps every worker
+// alive and its buffer allocated. The calling thread is one of the workers and
+// the only one that takes the termination signals, so a signal wakes it; it
+// then unmounts, which ends the other workers' reads.
+void RunWorkers(fuse_session* se, unsigned count) {
+  sigset_t blocked, old;
+  sigemptyset(&blocked);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&blocked, sig);
+  pthread_sigmask(SIG_BLOCK, &blocked, &old);
+  std::vector<std::thread> workers;
+  for (unsigned i = 1; i < std::max(count, 1u); ++i) workers.emplace_back(Work, se);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  Work(se);
+  fuse_session_exit(se);
+  fuse_session_unmount(se);  // wakes the other workers with ENODEV
+  for (std::thread& t : workers) t.join();
+}
+
 }  // namespace
 
 Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready) {
@@ -573,16 +627,10 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
     return Status::IOError("cannot mount at " + options.mountpoint);
   }
   on_ready();
-  fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(cfg, 1);
-  fuse_loop_cfg_set_max_threads(cfg, options.max_threads);
-  fuse_loop_cfg_set_idle_threads(cfg, options.max_threads);
-  int rc = fuse_session_loop_mt(se, cfg);
-  fuse_loop_cfg_destroy(cfg);
+  RunWorkers(se, options.workers);
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
-  if (rc < 0) return Status::IOError(fmt::format("session loop failed: {}", strerror(-rc)));
   return Status::OK();
 }
 

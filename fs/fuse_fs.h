@@ -15,7 +15,7 @@ struct MountOptions {
   bool foreground = false;
   bool degraded = false;  // -o degraded: mount with missing drives left out
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
-  unsigned max_threads = 16;
+  unsigned workers = 8;  // threads serving requests
 };
 
 // The errno a Status stands for at the FUSE edge.

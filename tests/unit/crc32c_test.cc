@@ -96,5 +96,22 @@ TEST(Crc32cTest, DetectsEverySingleBitFlipInABlock) {
   EXPECT_EQ(Crc32c(bytes.data(), bytes.size()), good);
 }
 
+TEST(Crc32cTest, BlocksMatchOneAtATime) {
+  // Every count from 0 to 8 exercises the three-at-a-time path and its remainder.
+  std::vector<uint8_t> data(8 * 4096);
+  uint32_t x = 12345;
+  for (auto& b : data) b = static_cast<uint8_t>((x = x * 1103515245 + 12345) >> 16);
+  for (size_t block : {size_t{4096}, size_t{512}, size_t{12}}) {
+    for (size_t count = 0; count * block <= data.size() && count <= 8; ++count) {
+      std::vector<uint32_t> got(count + 1, 0xdeadbeef);
+      Crc32cBlocks(data.data(), block, count, got.data());
+      for (size_t i = 0; i < count; ++i) {
+        EXPECT_EQ(got[i], Crc32c(data.data() + i * block, block)) << "block " << block << " count " << count << " i " << i;
+      }
+      EXPECT_EQ(got[count], 0xdeadbeefu) << "wrote past the last block";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stripefs

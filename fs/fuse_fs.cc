@@ -26,7 +26,12 @@ namespace {
 
 using meta::InodeRecord;
 
-constexpr double kTimeout = 1.0;  // entry and attribute cache, seconds
+// How long the kernel may cache entries and attributes, in seconds. Every
+// change goes through this daemon, and the kernel drops what a change through
+// the mount makes stale (a write, unlink, rename, setattr); the one change it
+// cannot see, space given back when the last handle closes, is announced
+// explicitly (see OpRelease).
+constexpr double kTimeout = 60.0;
 constexpr const char* kPlacementXattr = "user.stripefs.placement";
 constexpr const char* kDfXattr = "user.stripefs.df";
 
@@ -41,6 +46,12 @@ struct DirHandle {
 class Frontend {
  public:
   explicit Frontend(Pool* pool) : pool_(pool) {}
+
+  void set_session(fuse_session* se) { session_ = se; }
+  // Tells the kernel that ino's cached attributes are stale.
+  void attributes_changed(uint64_t ino) {
+    if (session_) fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);
+  }
 
   Pool& pool() { return *pool_; }
   meta::Namespace& ns() { return pool_->ns(); }
@@ -72,6 +83,7 @@ class Frontend {
 
  private:
   Pool* pool_;
+  fuse_session* session_ = nullptr;
   std::mutex mu_;
   std::unordered_map<uint64_t, int> opens_;  // GUARDED_BY(mu_)
 };
@@ -287,6 +299,9 @@ void OpenFile(fuse_req_t req, const InodeRecord& r, fuse_file_info* fi, bool cre
   if (Failed(req, obj, "open")) return;
   auto* h = new FileHandle{obj.value()};
   fi->fh = reinterpret_cast<uint64_t>(h);
+  // Cached pages stay valid across opens: all writes pass through here, and
+  // the kernel drops them itself when it sees size or mtime change.
+  fi->keep_cache = 1;
   f->opened(r.ino);
   if (created) {
     fuse_entry_param e = ToEntry(r);
@@ -351,6 +366,9 @@ void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!s.ok()) spdlog::warn("giving back unused space of inode {}: {}", ino, s.message());
     auto r = f->ns().get(ino);
     if (r.ok()) f->maybe_reclaim(r.value());
+    // The trim changed st_blocks behind the kernel's back. Safe from here: the
+    // kernel does not wait for a release while holding the inode.
+    if (r.ok() && r->nlink > 0) f->attributes_changed(ino);
   }
   delete h;
   f->store().forget_if_unused(ino);
@@ -621,6 +639,7 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
     fuse_session_destroy(se);
     return Status::IOError("cannot install signal handlers");
   }
+  frontend.set_session(se);
   if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);

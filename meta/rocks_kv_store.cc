@@ -28,7 +28,19 @@ class RocksKvStore final : public KvStore {
 
   Status scan(std::string_view prefix,
               const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    // The iterator stops at the first key past the prefix instead of stepping
+    // over every deleted key after it until a live one turns up: without the
+    // bound, a scan for a prefix with no keys (the chunks of an empty file)
+    // costs as much as all the deletions not yet compacted.
+    std::string bound(prefix);
+    while (!bound.empty() && static_cast<unsigned char>(bound.back()) == 0xff) bound.pop_back();
+    rocksdb::Slice upper;
     rocksdb::ReadOptions ro;
+    if (!bound.empty()) {
+      bound.back() = static_cast<char>(static_cast<unsigned char>(bound.back()) + 1);
+      upper = rocksdb::Slice(bound);
+      ro.iterate_upper_bound = &upper;
+    }
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
     rocksdb::Slice p(prefix.data(), prefix.size());
     for (it->Seek(p); it->Valid() && it->key().starts_with(p); it->Next()) {

@@ -1,0 +1,115 @@
+// KvStore::scan, the same contract for the in-memory store and RocksDB.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
+
+#include "meta/kv_store.h"
+
+namespace stripefs::meta {
+namespace {
+
+class KvStoreTest : public testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam()) {
+      dir_ = std::filesystem::temp_directory_path() / ("stripefs-kv-" + std::to_string(getpid()));
+      std::filesystem::remove_all(dir_);
+      auto kv = OpenRocksKvStore(dir_.string(), OpenMode::kCreate);
+      ASSERT_TRUE(kv.ok()) << kv.status().message();
+      kv_ = std::move(kv).value();
+    } else {
+      kv_ = NewMemKvStore();
+    }
+  }
+  void TearDown() override {
+    kv_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::vector<std::string> Scan(std::string_view prefix) {
+    std::vector<std::string> keys;
+    Status s = kv_->scan(prefix, [&](std::string_view k, std::string_view) {
+      keys.emplace_back(k);
+      return true;
+    });
+    EXPECT_TRUE(s.ok()) << s.message();
+    return keys;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<KvStore> kv_;
+};
+
+TEST_P(KvStoreTest, ScanSeesExactlyThePrefix) {
+  const std::string ff(2, '\xff');
+  Transaction t;
+  for (const std::string& k : std::vector<std::string>{"a", "ab", "abc", "ac", "b", "a\xff", "a\xff\x01", "b" + ff, "b" + ff + "x", "c"}) {
+    t.put(k, "v");
+  }
+  ASSERT_TRUE(kv_->commit(t, false).ok());
+  EXPECT_EQ(Scan("a"), (std::vector<std::string>{"a", "ab", "abc", "ac", "a\xff", "a\xff\x01"}));
+  EXPECT_EQ(Scan("ab"), (std::vector<std::string>{"ab", "abc"}));
+  EXPECT_EQ(Scan("a\xff"), (std::vector<std::string>{"a\xff", "a\xff\x01"}));
+  EXPECT_EQ(Scan("b" + ff), (std::vector<std::string>{"b" + ff, "b" + ff + "x"}));
+  EXPECT_EQ(Scan(ff), std::vector<std::string>{});
+  EXPECT_EQ(Scan("zz"), std::vector<std::string>{});
+  EXPECT_EQ(Scan("").size(), 10u);
+}
+
+TEST_P(KvStoreTest, ScanSkipsDeletedKeysAndStopsEarly) {
+  Transaction put, del;
+  for (int i = 0; i < 1000; ++i) {
+    put.put("d" + std::to_string(i), "v");
+    del.del("d" + std::to_string(i));
+  }
+  put.put("e1", "v");
+  put.put("e2", "v");
+  ASSERT_TRUE(kv_->commit(put, false).ok());
+  ASSERT_TRUE(kv_->commit(del, false).ok());
+  EXPECT_EQ(Scan("d"), std::vector<std::string>{});
+  EXPECT_EQ(Scan("e"), (std::vector<std::string>{"e1", "e2"}));
+  int seen = 0;
+  ASSERT_TRUE(kv_->scan("e", [&](std::string_view, std::string_view) { return ++seen < 1; }).ok());
+  EXPECT_EQ(seen, 1);
+}
+
+// A scan ends at the end of its prefix; it does not walk the deleted keys
+// that follow it (an unlink scans an empty file's chunk prefix, and every
+// deletion before it used to make that scan longer).
+TEST(RocksKvStoreTest, ScanDoesNotWalkDeletedKeysPastThePrefix) {
+  auto dir = std::filesystem::temp_directory_path() / ("stripefs-kv-bound-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    auto kv = OpenRocksKvStore(dir.string(), OpenMode::kCreate);
+    ASSERT_TRUE(kv.ok());
+    Transaction put, del;
+    put.put("a", "v");
+    put.put("c", "v");
+    for (int i = 0; i < 1000; ++i) {
+      put.put("b" + std::to_string(i), "v");
+      del.del("b" + std::to_string(i));
+    }
+    ASSERT_TRUE(kv.value()->commit(put, false).ok());
+    ASSERT_TRUE(kv.value()->commit(del, false).ok());
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+    rocksdb::get_perf_context()->Reset();
+    int seen = 0;
+    ASSERT_TRUE(kv.value()->scan("a", [&](std::string_view, std::string_view) { return ++seen > 0; }).ok());
+    const uint64_t skipped = rocksdb::get_perf_context()->internal_delete_skipped_count;
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+    EXPECT_EQ(seen, 1);
+    EXPECT_LT(skipped, 10u) << "the scan of 'a' stepped over the deleted 'b' keys";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, KvStoreTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& info) { return info.param ? "RocksDB" : "Memory"; });
+
+}  // namespace
+}  // namespace stripefs::meta

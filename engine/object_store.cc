@@ -522,9 +522,9 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
   return committed;
 }
 
-Status ObjectStore::trim(Object& obj) {
+Result<bool> ObjectStore::trim(Object& obj) {
   std::unique_lock lock(obj.mu);
-  if (!obj.loaded) return Status::OK();  // nothing written through this state
+  if (!obj.loaded) return false;  // nothing written through this state
   Transaction txn;
   std::vector<Freed> freed;
   std::map<uint64_t, ChunkRecord> trimmed;
@@ -539,7 +539,7 @@ Status ObjectStore::trim(Object& obj) {
     txn.put(meta::ChunkKey(obj.ino, index), meta::EncodeChunk(after));  // only the capacity changed
     trimmed[index] = std::move(after);
   }
-  if (txn.empty()) return Status::OK();
+  if (txn.empty()) return false;
   auto committed = ns_->commit_with_inode(
       obj.ino,
       [&](InodeRecord& r) { r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta); },
@@ -547,7 +547,7 @@ Status ObjectStore::trim(Object& obj) {
   SFS_RETURN_IF_ERROR(committed.status());
   for (auto& [index, rec] : trimmed) obj.chunks[index] = std::move(rec);
   release_later(std::move(freed));
-  return Status::OK();
+  return true;
 }
 
 Status ObjectStore::reclaim(uint64_t ino) {

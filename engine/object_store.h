@@ -76,8 +76,9 @@ class ObjectStore {
   Result<meta::InodeRecord> write(Object& obj, uint64_t offset, const char* data, size_t len);
   // Sets the size: drops or cuts chunks past it; growing leaves a hole.
   Result<meta::InodeRecord> truncate(Object& obj, uint64_t size, int64_t mtime_ns);
-  // Gives back reserved but unwritten space at the end of each chunk (on last close).
-  Status trim(Object& obj);
+  // Gives back reserved but unwritten space at the end of each chunk (on last
+  // close). True when it gave any back (the inode's allocated size changed).
+  Result<bool> trim(Object& obj);
   // Deletes an orphan: its chunks, inode and xattrs, in one batch. Safe to call
   // more than once, also concurrently: an inode already gone is left alone.
   Status reclaim(uint64_t ino);

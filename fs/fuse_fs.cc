@@ -362,13 +362,13 @@ void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Frontend* f = F(req);
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   if (f->closed(ino)) {
-    Status s = f->store().trim(*h->obj);
-    if (!s.ok()) spdlog::warn("giving back unused space of inode {}: {}", ino, s.message());
+    auto trimmed = f->store().trim(*h->obj);
+    if (!trimmed.ok()) spdlog::warn("giving back unused space of inode {}: {}", ino, trimmed.status().message());
     auto r = f->ns().get(ino);
     if (r.ok()) f->maybe_reclaim(r.value());
     // The trim changed st_blocks behind the kernel's back. Safe from here: the
     // kernel does not wait for a release while holding the inode.
-    if (r.ok() && r->nlink > 0) f->attributes_changed(ino);
+    if (trimmed.ok() && trimmed.value() && r.ok() && r->nlink > 0) f->attributes_changed(ino);
   }
   delete h;
   f->store().forget_if_unused(ino);

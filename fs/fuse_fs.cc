@@ -152,8 +152,10 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   // Room for readahead and async direct I/O to keep several requests in flight.
   conn->max_background = 64;
   conn->congestion_threshold = 48;
+  // Adaptive readdirplus: the kernel asks for attributes with the names only
+  // when it sees them used (ls -l, find -type), so a plain listing stays cheap.
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
-  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
 }
 
 void OpDestroy(void* userdata) {

@@ -16,12 +16,22 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "engine/pool.h"
 #include "fs/fuse_fs.h"
 
 namespace stripefs {
 namespace {
+
+// A whole number in [lo, hi] written in decimal, nothing else.
+std::optional<unsigned> ParseCount(const std::string& text, unsigned lo, unsigned hi) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  unsigned long v = std::stoul(text);
+  if (v < lo || v > hi) return std::nullopt;
+  return static_cast<unsigned>(v);
+}
 
 int Fail(const std::string& msg) {
   std::cerr << "stripefs: " << msg << "\n";
@@ -360,6 +370,13 @@ int main(int argc, char** argv) {
       for (auto& o : opts) {
         if (o == "degraded") {
           mo.degraded = true;
+        } else if (o.rfind("workers=", 0) == 0) {
+          auto n = ParseCount(o.substr(8), 1, 256);
+          if (!n) {
+            std::cerr << "stripefs: -o workers=N needs a whole number from 1 to 256, not '" << o.substr(8) << "'\n";
+            return 2;
+          }
+          mo.workers = *n;
         } else if (o != "defaults" && o != "rw" && !o.empty()) {
           mo.fuse_options.push_back(o);
         }

@@ -47,7 +47,7 @@ expect_cli_fail "chunk size 128M (above 64M)" mk 4 --chunk-size 128M
 expect_cli_ok "chunk size 1M" mk 5 --chunk-size 1M
 expect_cli_ok "chunk size 64M" mk 6 --chunk-size 64M
 expect_cli_fail "unknown strategy" mk 7 --strategy no-such-strategy
-for s in striped random free-ratio-first; do expect_cli_ok "strategy $s" mk 8 --strategy "$s"; done
+for s in striped random free-ratio-first two-choice round-robin; do expect_cli_ok "strategy $s" mk 8 --strategy "$s"; done
 expect_cli_fail "unknown option" mk 9 --no-such-option
 expect_cli_fail "unknown subcommand" "$STRIPEFS" no-such-subcommand
 
@@ -64,6 +64,15 @@ head -c $((9 * MiB)) /dev/urandom >"$MNT/data"
 sum_a=$(sha256sum <"$MNT/data")
 unmount_pool
 expect_cli_fail "mount of a nonexistent meta dir" "$STRIPEFS" mount "$TMP/no-such-meta" "$MNT"
+for w in 0 257 x 8x ""; do
+    expect_cli_fail "mount -o workers=$w" "$STRIPEFS" mount "$META" "$MNT" -o "workers=$w"
+    grep -q "workers=N" "$TMP/err" || fail "workers=$w: message does not say what is expected: $(cat "$TMP/err")"
+    not_mounted "workers=$w"
+done
+MOUNT_OPTS=(-o workers=1); mount_pool; MOUNT_OPTS=()  # one worker serves everything
+[[ "$(sha256sum <"$MNT/data")" == "$sum_a" ]] || fail "data differs when served by one worker"
+ok "-o workers=1 mounts and serves the data"
+unmount_pool
 not_mounted "nonexistent meta dir"
 
 mv "${DRIVES[2]}" "$TMP/a/aside"

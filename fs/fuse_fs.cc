@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -608,16 +610,38 @@ void Work(fuse_session* se) {
 // the only one that takes the termination signals, so a signal wakes it; it
 // then unmounts, which ends the other workers' reads.
 void RunWorkers(fuse_session* se, unsigned count) {
+  // SIGUSR1 interrupts a worker's read of /dev/fuse at shutdown (see below);
+  // without SA_RESTART the read returns EINTR and the worker sees the exit.
+  struct sigaction kick {};
+  kick.sa_handler = [](int) {};
+  sigemptyset(&kick.sa_mask);
+  sigaction(SIGUSR1, &kick, nullptr);
+
   sigset_t blocked, old;
   sigemptyset(&blocked);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&blocked, sig);
   pthread_sigmask(SIG_BLOCK, &blocked, &old);
+  std::atomic<unsigned> running{0};
   std::vector<std::thread> workers;
-  for (unsigned i = 1; i < std::max(count, 1u); ++i) workers.emplace_back(Work, se);
+  for (unsigned i = 1; i < std::max(count, 1u); ++i) {
+    ++running;
+    workers.emplace_back([se, &running] {
+      Work(se);
+      --running;
+    });
+  }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   Work(se);
   fuse_session_exit(se);
-  fuse_session_unmount(se);  // wakes the other workers with ENODEV
+  fuse_session_unmount(se);
+  // After an unmount by the user every read fails with ENODEV. After a signal
+  // the unmount is lazy: while a process keeps a file open the connection
+  // lives on and the other workers stay blocked in read, so they are kicked
+  // (again and again: a kick can land just before a worker starts to read).
+  while (running.load() > 0) {
+    for (std::thread& t : workers) pthread_kill(t.native_handle(), SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   for (std::thread& t : workers) t.join();
 }
 

@@ -92,3 +92,24 @@ done
 
 unmount_pool
 fsck_pool
+
+log "--- SIGTERM while a process holds a file open"
+# The daemon must exit (unmounting lazily) even though the open file keeps the
+# kernel connection alive; its workers were left blocked in read(2) before.
+mount_pool
+head -c $((3 * MiB)) /dev/urandom >"$MNT/held"
+held_sum=$(sha256sum <"$MNT/held")
+sync "$MNT/held"
+sleep 600 <"$MNT/held" &
+holder=$!  # teardown kills it too if this test fails first
+pid=$(daemon_pid)
+kill -TERM "$pid"
+wait_pid_gone "$pid" || fail "daemon $pid did not exit on SIGTERM while $MNT/held was open"
+ok "daemon exited on SIGTERM with a file held open"
+kill "$holder" 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
+! mountpoint -q "$MNT" || fusermount3 -u "$MNT" 2>/dev/null || true
+fsck_pool
+mount_pool
+assert_eq "$(sha256sum <"$MNT/held")" "$held_sum" "sha256 of the held file after remount"
+unmount_pool

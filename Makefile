@@ -12,7 +12,7 @@ PACKAGES := build-essential cmake pkg-config git \
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev \
   fio sqlite3 rsync attr python3 psmisc util-linux
 
-.PHONY: deps build test run stop clean
+.PHONY: deps build test sanitize run stop clean
 
 # Installs only what is missing (apt-get update runs once, and only if needed).
 deps:
@@ -26,8 +26,25 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: build
+# Every test: first the sanitizer runs (see below), then the whole suite on
+# the normal build, whose ctest summary ends the output.
+test: build sanitize
 	cd $(BUILD) && ctest --output-on-failure -j1
+
+# AddressSanitizer + UndefinedBehaviorSanitizer: the unit tests and a short
+# integration run (the daemon itself under ASan/UBSan); ThreadSanitizer: the
+# engine's concurrent unit tests. Separate build trees, benchmarks left out.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+sanitize: deps
+	cmake -S . -B $(ASAN_BUILD) -DSTRIPEFS_SANITIZE=address,undefined -DSTRIPEFS_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(ASAN_BUILD) -j$(JOBS) --target stripefs stripefs_unit_tests
+	cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j1 -L unit
+	cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j1 -R 'integration\.(cp_tree|posix|errors|kill9)$$'
+	cmake -S . -B $(TSAN_BUILD) -DSTRIPEFS_SANITIZE=thread -DSTRIPEFS_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(TSAN_BUILD) -j$(JOBS) --target stripefs_unit_tests
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j1 -R '(Concurrent|ReclaimTwice)'
 
 # Formats a default pool (4 drive files of 1 GiB and a 256 MiB RAM segment) once, and mounts it at ./mnt.
 run: build
@@ -50,4 +67,4 @@ stop:
 	@if mountpoint -q $(MNT); then umount $(MNT) && echo "unmounted $(MNT)"; else echo "$(MNT) is not mounted"; fi
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -555,6 +555,68 @@ TEST_F(ObjectStoreTest, ReclaimTwiceFreesSpaceOnce) {
   EXPECT_EQ(Read(*obj, 0, d.size()), d);
 }
 
+// Writers and readers on one object and on their own objects at once. Every
+// write sets whole 4 KiB blocks to one byte value, so a reader that ever sees
+// two values inside one block saw a half-applied write. Each thread's own
+// object must read back exactly what it wrote. (Also the ThreadSanitizer run's
+// main subject: see the Makefile's sanitize target.)
+TEST_F(ObjectStoreTest, ConcurrentReadersAndWritersSeeWholeBlocks) {
+  constexpr uint64_t kShared = 2 * kChunk + 8 * kBlock;  // spans three chunks
+  InodeRecord shared = NewFile("shared");
+  auto obj = Obj(shared);
+  ASSERT_NE(obj, nullptr);
+  ASSERT_TRUE(Write(*obj, 0, std::string(kShared, 'a')).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> torn{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {  // overwrite runs of blocks of the shared object
+    threads.emplace_back([&, w] {
+      std::mt19937 rng(w);
+      for (int i = 0; i < 150; ++i) {
+        const uint64_t first = rng() % (kShared / kBlock), count = 1 + rng() % 24;
+        const uint64_t len = std::min(count, kShared / kBlock - first) * kBlock;
+        if (!Write(*obj, first * kBlock, std::string(len, static_cast<char>('b' + (i + w) % 20))).ok()) ++failed;
+      }
+    });
+  }
+  for (int r = 0; r < 2; ++r) {  // read ranges of the shared object, check every block is uniform
+    threads.emplace_back([&, r] {
+      std::mt19937 rng(100 + r);
+      while (!stop.load()) {
+        const uint64_t first = rng() % (kShared / kBlock), count = 1 + rng() % 40;
+        const uint64_t len = std::min(count, kShared / kBlock - first) * kBlock;
+        std::string got(len, '\0');
+        if (!store_->read(*obj, first * kBlock, len, got.data()).ok()) ++failed;
+        for (uint64_t b = 0; b < len; b += kBlock) {
+          if (got.find_first_not_of(got[b], b) < b + kBlock) ++torn;
+        }
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {  // each its own object: write, then read back
+    threads.emplace_back([&, t] {
+      InodeRecord own = NewFile("own" + std::to_string(t));
+      auto o = Obj(own);
+      std::string model;
+      std::mt19937 rng(200 + t);
+      for (int i = 0; i < 60; ++i) {
+        const uint64_t off = rng() % (3 * kChunk), len = 1 + rng() % (kChunk + 100);
+        const std::string d = Pattern(len, rng());
+        if (!Write(*o, off, d).ok()) ++failed;
+        if (model.size() < off + len) model.resize(off + len, '\0');
+        model.replace(off, len, d);
+      }
+      std::string got(model.size(), '\x55');
+      if (!store_->read(*o, 0, model.size(), got.data()).ok() || got != model) ++failed;
+    });
+  }
+  for (int i = 0; i < 2; ++i) threads[i].join();  // the writers of the shared object
+  stop = true;
+  for (size_t i = 2; i < threads.size(); ++i) threads[i].join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(torn.load(), 0) << "a reader saw a block with two values";
+}
+
 TEST_F(ObjectStoreTest, CorruptedByteFailsRead) {
   InodeRecord f = NewFile("f");
   auto obj = Obj(f);

@@ -326,8 +326,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
     auto it = obj.chunks.find(piece.index);
     p.existed = it != obj.chunks.end();
     if (p.existed) p.before = it->second;
-    p.after = p.before;
-    p.after.pending.clear();
+    p.after = p.before;  // pending checksums of blocks this write does not cover stay (see step 2)
     p.after.length = std::max(p.before.length, piece.offset + piece.length);
     uint32_t need = static_cast<uint32_t>(RoundUp(p.after.length, kBlock));
     // A chunk with a replica on a missing drive moves, whole, to drives that are present.
@@ -377,6 +376,11 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
     const uint32_t last = p.relocated ? p.after.blocks() : static_cast<uint32_t>(RoundUp(end, kBlock) / kBlock);
     p.first_block = first;
     p.last_block = last;
+    // A block left with new data and only a pending checksum by an interrupted
+    // overwrite must keep that checksum until it is written again: dropping
+    // it made the block fail its check (EIO) after the next write elsewhere
+    // in the chunk.
+    std::erase_if(p.after.pending, [&](const auto& e) { return e.first >= first && e.first < last; });
     const char* src = data + p.piece.buffer_offset;
     if (uint64_t{first} * kBlock == p.piece.offset && uint64_t{last} * kBlock == end &&
         !(p.relocated && p.existed && old_blocks > 0) && reinterpret_cast<uintptr_t>(src) % kBlock == 0) {

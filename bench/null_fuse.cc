@@ -14,7 +14,6 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
-#include <linux/fuse.h>  // the request header sizes, to align write data
 
 #include <dirent.h>
 #include <pthread.h>
@@ -36,6 +35,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "fs/session_loop.h"
 
 namespace {
 
@@ -193,77 +194,6 @@ fuse_lowlevel_ops MakeOps() {
   return ops;
 }
 
-// ---- stripefs's session loop, as in fs/fuse_fs.cc (Work, RunWorkers) ----
-// The request path is stripefs's; only the shutdown after a signal differs
-// (see RunWorkers).
-
-// Where a worker's request buffer starts relative to a 4 KiB boundary: a
-// WRITE request's data then lands aligned.
-constexpr size_t kWriteHeader = sizeof(fuse_in_header) + sizeof(fuse_write_in);
-// libfuse reads up to 256 pages of payload plus a 4 KiB header area per request.
-constexpr size_t kRequestBuffer = (256u << 12) + 4096;
-
-void Work(fuse_session* se, std::atomic<bool>* done) {
-  void* base = nullptr;
-  if (posix_memalign(&base, 4096, kRequestBuffer + 4096) != 0) {
-    std::fprintf(stderr, "null_fuse: cannot allocate a request buffer; worker not started\n");
-    done->store(true);
-    return;
-  }
-  fuse_buf buf{};
-  buf.mem = static_cast<char*>(base) + 4096 - kWriteHeader;
-  while (!fuse_session_exited(se)) {
-    buf.size = kRequestBuffer;
-    int res = fuse_session_receive_buf(se, &buf);
-    if (res == -EINTR) continue;
-    if (res <= 0) break;  // unmounted (the session is marked exited) or a device error
-    fuse_session_process_buf(se, &buf);
-  }
-  std::free(base);
-  done->store(true);
-}
-
-void Wake(int) {}  // SIGUSR1: only interrupts a worker's read
-
-// A fixed set of workers on the one /dev/fuse descriptor. Only the calling
-// thread takes the termination signals. An unmount (fusermount3 -u) ends every
-// worker's read with ENODEV. After a signal, stripefs's RunWorkers unmounts at
-// once, but that does not end the other workers' reads while a file on the
-// mount is open: the unmount is lazy, the connection lives on, and the reads
-// blocked in the kernel keep the closed descriptor alive (and a worker's reply
-// to the closed descriptor is lost, leaving the application waiting). Here the
-// other workers are first interrupted with SIGUSR1 (again until each has seen
-// the session end), and only then is the descriptor closed and the mount
-// detached; closing the last reference aborts the connection, so an
-// application still in the middle of a request gets ECONNABORTED.
-void RunWorkers(fuse_session* se, unsigned count) {
-  struct sigaction sa {};
-  sa.sa_handler = Wake;  // no SA_RESTART: the read returns EINTR
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, nullptr);
-  sigset_t blocked, old;
-  sigemptyset(&blocked);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&blocked, sig);
-  pthread_sigmask(SIG_BLOCK, &blocked, &old);
-  unsigned n = std::max(count, 1u);
-  std::vector<std::atomic<bool>> done(n);
-  std::vector<std::thread> workers;
-  for (unsigned i = 1; i < n; ++i) workers.emplace_back(Work, se, &done[i]);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  Work(se, &done[0]);
-  fuse_session_exit(se);
-  for (bool all = false; !all;) {
-    all = true;
-    for (unsigned i = 1; i < n; ++i) {
-      if (done[i].load()) continue;
-      all = false;
-      pthread_kill(workers[i - 1].native_handle(), SIGUSR1);
-    }
-    if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  for (std::thread& t : workers) t.join();
-}
-
 bool ParseSize(const std::string& s, uint64_t* out) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -375,7 +305,7 @@ int main(int argc, char** argv) {
     rc = fuse_session_loop_mt(se, cfg);
     fuse_loop_cfg_destroy(cfg);
   } else {
-    RunWorkers(se, workers);
+    stripefs::fs::RunWorkers(se, workers);  // stripefs's own loop
   }
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

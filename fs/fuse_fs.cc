@@ -1,7 +1,6 @@
 // FUSE low-level operations over a Pool.
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
-#include <linux/fuse.h>  // the request header sizes, to align write data
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -9,19 +8,14 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
-#include <pthread.h>
-#include <signal.h>
-
-#include <atomic>
-#include <chrono>
 #include <cstring>
 #include <functional>
-#include <thread>
 #include <mutex>
 #include <unordered_map>
 
 #include "engine/layout.h"
 #include "fs/fuse_fs.h"
+#include "fs/session_loop.h"
 
 namespace stripefs::fs {
 namespace {
@@ -575,74 +569,6 @@ fuse_lowlevel_ops MakeOps() {
   ops.listxattr = OpListxattr;
   ops.removexattr = OpRemovexattr;
   return ops;
-}
-
-// Where a worker's request buffer starts relative to a 4 KiB boundary: a
-// WRITE request's data then lands aligned, so the object store can hand it to
-// O_DIRECT as it is instead of copying it first.
-constexpr size_t kWriteHeader = sizeof(fuse_in_header) + sizeof(fuse_write_in);
-// libfuse reads up to 256 pages of payload plus a 4 KiB header area per request.
-constexpr size_t kRequestBuffer = (256u << 12) + 4096;
-
-void Work(fuse_session* se) {
-  void* base = nullptr;
-  if (posix_memalign(&base, 4096, kRequestBuffer + 4096) != 0) {
-    spdlog::critical("cannot allocate a request buffer; worker not started");
-    return;
-  }
-  fuse_buf buf{};
-  buf.mem = static_cast<char*>(base) + 4096 - kWriteHeader;
-  while (!fuse_session_exited(se)) {
-    buf.size = kRequestBuffer;
-    int res = fuse_session_receive_buf(se, &buf);
-    if (res == -EINTR) continue;
-    if (res <= 0) break;  // unmounted (the session is marked exited) or a device error
-    fuse_session_process_buf(se, &buf);
-  }
-  std::free(base);
-}
-
-// A fixed set of workers, all reading requests from the one /dev/fuse
-// descriptor (the kernel hands each request to one waiting reader). libfuse's
-// own multithreaded loop starts and stops threads as load changes and loses
-// most of the transport's speed on small requests; this keeps every worker
-// alive and its buffer allocated. The calling thread is one of the workers and
-// the only one that takes the termination signals, so a signal wakes it; it
-// then unmounts, which ends the other workers' reads.
-void RunWorkers(fuse_session* se, unsigned count) {
-  // SIGUSR1 interrupts a worker's read of /dev/fuse at shutdown (see below);
-  // without SA_RESTART the read returns EINTR and the worker sees the exit.
-  struct sigaction kick {};
-  kick.sa_handler = [](int) {};
-  sigemptyset(&kick.sa_mask);
-  sigaction(SIGUSR1, &kick, nullptr);
-
-  sigset_t blocked, old;
-  sigemptyset(&blocked);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&blocked, sig);
-  pthread_sigmask(SIG_BLOCK, &blocked, &old);
-  std::atomic<unsigned> running{0};
-  std::vector<std::thread> workers;
-  for (unsigned i = 1; i < std::max(count, 1u); ++i) {
-    ++running;
-    workers.emplace_back([se, &running] {
-      Work(se);
-      --running;
-    });
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  Work(se);
-  fuse_session_exit(se);
-  fuse_session_unmount(se);
-  // After an unmount by the user every read fails with ENODEV. After a signal
-  // the unmount is lazy: while a process keeps a file open the connection
-  // lives on and the other workers stay blocked in read, so they are kicked
-  // (again and again: a kick can land just before a worker starts to read).
-  while (running.load() > 0) {
-    for (std::thread& t : workers) pthread_kill(t.native_handle(), SIGUSR1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  for (std::thread& t : workers) t.join();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "engine/object_store.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -107,8 +108,15 @@ Status ObjectStore::ensure_loaded(Object& obj) {
 
 uint64_t ObjectStore::device_offset(const Extent& e) const { return drives_.at(e.segment).data_offset + e.offset; }
 
-Status ObjectStore::read_blocks(const ChunkRecord& rec, uint32_t first, uint32_t count, char* buf) {
+Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRecord& rec, uint32_t first,
+                                uint32_t count, char* buf) {
   Status last = Status::Corruption("chunk has no replica");
+  struct BadRun {
+    const Extent* extent;
+    uint32_t first, count;  // blocks, relative to buf
+  };
+  std::vector<BadRun> bad;  // runs of blocks a replica answered with wrong bytes
+  std::vector<uint32_t> crcs(count);
   for (const Extent& e : rec.replicas) {
     if (!drives_.at(e.segment).available) {
       last = Status::IOError(fmt::format("drive {} is missing", e.segment));
@@ -121,14 +129,50 @@ Status ObjectStore::read_blocks(const ChunkRecord& rec, uint32_t first, uint32_t
       last = s;
       continue;
     }
-    bool good = true;
-    for (uint32_t b = 0; b < count && good; ++b) {
-      good = rec.block_matches(first + b, Crc32c(buf + size_t{b} * kBlock, kBlock));
+    Crc32cBlocks(buf, kBlock, count, crcs.data());
+    const size_t bad_before = bad.size();
+    for (uint32_t b = 0; b < count; ++b) {
+      if (rec.block_matches(first + b, crcs[b])) continue;
+      if (bad.size() > bad_before && bad.back().first + bad.back().count == b) {
+        bad.back().count++;
+      } else {
+        bad.push_back({&e, b, 1});
+      }
     }
-    if (good) return Status::OK();
-    last = Status::Corruption(fmt::format("checksum mismatch in segment {} at offset {}", e.segment, e.offset));
+    if (bad.size() > bad_before) {
+      last = Status::Corruption(fmt::format("checksum mismatch in segment {} at offset {}", e.segment, e.offset));
+      continue;
+    }
+    if (!bad.empty()) {
+      // Another reader may repair the same blocks at the same time: both write
+      // the same verified bytes. A writer cannot: it holds the object exclusively.
+      std::vector<IoRequest> repairs;
+      for (const BadRun& r : bad) {
+        repairs.push_back({IoRequest::Op::kWrite, r.extent->segment,
+                           device_offset(*r.extent) + uint64_t{first + r.first} * kBlock, buf + size_t{r.first} * kBlock,
+                           size_t{r.count} * kBlock});
+      }
+      Status w = rewrite(repairs);
+      if (w.ok()) {
+        spdlog::warn("object {} chunk {}: {} run(s) of blocks in {}-{} failed their checksum; rewritten from drive {}",
+                     obj.uri, index, bad.size(), first, first + count - 1, e.segment);
+      } else {
+        spdlog::error("object {} chunk {}: cannot rewrite bad blocks: {}", obj.uri, index, w.message());
+      }
+    }
+    return Status::OK();
   }
   return last;
+}
+
+Status ObjectStore::rewrite(std::vector<IoRequest>& repairs) {
+  SFS_RETURN_IF_ERROR(io_->run(repairs));
+  std::lock_guard lock(pending_mu_);
+  for (const IoRequest& r : repairs) {
+    dirty_[r.segment] = true;
+    repaired_blocks_.fetch_add(r.len / kBlock, std::memory_order_relaxed);
+  }
+  return Status::OK();
 }
 
 Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char* out) {
@@ -181,7 +225,7 @@ Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char*
     }
     if (!good) {
       // The first replica failed or did not verify: try them all, one at a time.
-      Status s = read_blocks(*p.rec, p.first, p.count, p.dst);
+      Status s = read_blocks(obj, p.index, *p.rec, p.first, p.count, p.dst);
       if (!s.ok()) return Status(s.code(), fmt::format("object {} chunk {}: {}", obj.uri, p.index, s.message()));
     }
     // Bytes of the last block past the chunk's length are stale on disk.
@@ -393,14 +437,14 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
       p.bytes = p.buf.data();
       Status s;
       if (p.relocated && p.existed && old_blocks > 0) {
-        s = read_blocks(p.before, 0, old_blocks, p.buf.data());
+        s = read_blocks(obj, p.piece.index, p.before, 0, old_blocks, p.buf.data());
       } else if (p.existed) {
         uint32_t head = first, tail = last - 1;
         if (head < old_blocks && (p.piece.offset > head * kBlock || end < (head + 1) * kBlock)) {
-          s = read_blocks(p.before, head, 1, p.buf.data());
+          s = read_blocks(obj, p.piece.index, p.before, head, 1, p.buf.data());
         }
         if (s.ok() && tail != head && tail < old_blocks && end % kBlock != 0) {
-          s = read_blocks(p.before, tail, 1, p.buf.data() + size_t{tail - first} * kBlock);
+          s = read_blocks(obj, p.piece.index, p.before, tail, 1, p.buf.data() + size_t{tail - first} * kBlock);
         }
       }
       if (!s.ok()) {

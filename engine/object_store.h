@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,17 @@ struct DriveSlot {
   uint64_t data_offset;         // where the data area starts in the file
   SegmentAllocator* allocator;  // null: takes no new chunks (a RAM or a missing segment)
   bool available = true;        // false: a drive missing from a degraded mount
+};
+
+// What a scrub found, summed over the chunks it checked.
+struct ScrubReport {
+  uint64_t chunks = 0;
+  uint64_t bytes = 0;             // bytes read and checked, every replica counted
+  uint64_t repaired_blocks = 0;   // 4 KiB blocks rewritten from an intact replica
+  uint64_t missing_replicas = 0;  // on drives absent from a degraded mount: replace-drive rebuilds them
+  std::vector<std::string> unrepairable;  // one line per chunk that still has a bad block
+
+  void add(const ScrubReport& other);
 };
 
 class ObjectStore {
@@ -84,6 +96,13 @@ class ObjectStore {
   Status reclaim(uint64_t ino);
   // Makes everything written so far durable: drives flushed, WAL synced.
   Status sync();
+  // Reads every replica of every chunk of obj, checks each block, and rewrites
+  // a bad block (checksum mismatch or read error) from an intact replica.
+  // Readers and writers of obj go on meanwhile; each chunk is checked under
+  // the object's shared lock. Call sync() to make the repairs durable.
+  Result<ScrubReport> scrub(Object& obj);
+  // Blocks rewritten from another replica since the store opened (by reads and scrubs).
+  uint64_t repaired_blocks() const { return repaired_blocks_.load(std::memory_order_relaxed); }
 
   // Chunk records of an inode, by chunk index, straight from the store.
   Result<std::map<uint64_t, meta::ChunkRecord>> load_chunks(uint64_t ino);
@@ -100,8 +119,13 @@ class ObjectStore {
   Status ensure_loaded(Object& obj);  // REQUIRES: obj.mu held
   // read() of whole blocks: offset and len multiples of 4 KiB, out 4 KiB-aligned.
   Status read_aligned(Object& obj, uint64_t offset, size_t len, char* out);
-  // Reads blocks [first, first+count) of a chunk into buf, verified, from any good replica.
-  Status read_blocks(const meta::ChunkRecord& rec, uint32_t first, uint32_t count, char* buf);
+  // Reads blocks [first, first+count) of a chunk into buf, verified, from any
+  // good replica, and rewrites the replicas that failed the check from it.
+  Status read_blocks(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, uint32_t first, uint32_t count,
+                     char* buf);
+  Status scrub_chunk(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, ScrubReport* report);
+  // Writes the repair requests and marks their drives dirty; counts the blocks.
+  Status rewrite(std::vector<IoRequest>& repairs);
   void release_now(const std::vector<meta::Extent>& extents, uint64_t len);
   // True when every replica of rec is on a drive that is present.
   bool all_replicas_available(const meta::ChunkRecord& rec) const;
@@ -127,6 +151,7 @@ class ObjectStore {
   std::vector<Freed> pending_free_;  // GUARDED_BY(pending_mu_)
   uint64_t pending_bytes_ = 0;       // GUARDED_BY(pending_mu_)
   std::vector<bool> dirty_;          // GUARDED_BY(pending_mu_): drives written since the last flush
+  std::atomic<uint64_t> repaired_blocks_{0};
 };
 
 }  // namespace stripefs

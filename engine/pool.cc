@@ -344,6 +344,64 @@ Status Pool::rebuild_allocators() {
   return bad;
 }
 
+Result<ScrubReport> Pool::ReplaceDrive(const std::string& meta_dir, uint32_t id, const DriveSpec& drive, bool force,
+                                       const std::function<void(const ScrubReport&)>& progress) {
+  {
+    SFS_ASSIGN_OR_RETURN(auto pool, Open(meta_dir, Mode::kCheck, /*degraded=*/true));
+    meta::PoolConfig config = pool->config_;
+    if (id >= config.segments.size() || config.segments[id].kind != "drive") {
+      return Status::Invalid(fmt::format("the pool has no drive {} (its drives are 0 to {})", id, config.drive_count() - 1));
+    }
+    meta::SegmentConfig& seg = config.segments[id];
+    std::error_code ec;
+    const std::string path = std::filesystem::absolute(drive.path, ec).string();
+    for (const auto& other : config.segments) {
+      if (other.id != id && other.kind == "drive" && std::filesystem::equivalent(other.path, path, ec)) {
+        return Status::Invalid(fmt::format("{} is drive {} of this pool already", drive.path, other.id));
+      }
+    }
+    int fd = open(drive.path.c_str(), O_RDWR | O_CLOEXEC | (drive.size ? O_CREAT : 0), 0600);
+    if (fd < 0) {
+      if (errno == ENOENT) {
+        return Status::NotFound(fmt::format("drive {} does not exist (give a size, PATH:SIZE, to create it)", drive.path));
+      }
+      return Status::IOError(fmt::format("cannot open drive {}: {}", drive.path, strerror(errno)));
+    }
+    auto close_fd = std::unique_ptr<int, void (*)(int*)>(&fd, [](int* f) { close(*f); });
+    auto existing = ReadSuperblock(fd);
+    // Running again after an interruption finds its own superblock: that is allowed.
+    const bool resuming = existing.ok() && existing.value() && existing.value()->pool_uuid == config.uuid &&
+                          existing.value()->segment_id == id;
+    if (!resuming && !force && (!existing.ok() || existing.value())) {
+      return Status::Exists(fmt::format("drive {} already holds a stripefs pool{} (use --force to overwrite it)",
+                                        drive.path, existing.ok() ? " " + existing.value()->pool_uuid : ""));
+    }
+    SFS_ASSIGN_OR_RETURN(uint64_t current, DeviceSize(fd, drive.path));
+    const uint64_t size = std::max(drive.size, current);
+    if (UsableCapacity(size) < seg.capacity) {
+      return Status::Invalid(fmt::format("drive {} is too small: drive {} needs {} bytes", drive.path, id,
+                                         kDataOffset + seg.capacity));
+    }
+    struct stat st;
+    fstat(fd, &st);
+    if (S_ISREG(st.st_mode) && current < size && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      return Status::IOError(fmt::format("cannot grow drive {} to {} bytes: {}", drive.path, size, strerror(errno)));
+    }
+    if (!resuming) {
+      SFS_RETURN_IF_ERROR(WriteSuperblock(fd, {meta::kFormatVersion, id, config.uuid, size}));
+    }
+    if (fdatasync(fd) != 0) return Status::IOError(fmt::format("cannot flush drive {}: {}", drive.path, strerror(errno)));
+    seg.path = path;
+    meta::Transaction txn;
+    txn.put(meta::ConfigKey(), meta::EncodeConfig(config));
+    SFS_RETURN_IF_ERROR(pool->kv_->commit(txn, true));
+  }
+  // Every replica on the new drive now fails its checksum (or reads zeros
+  // that match): the scrub rewrites them from the other replicas.
+  SFS_ASSIGN_OR_RETURN(auto pool, Open(meta_dir, Mode::kMount));
+  return pool->scrub(progress);
+}
+
 uint64_t Pool::drive_capacity() const {
   uint64_t total = 0;
   for (const auto& a : allocators_) total += a ? a->capacity() : 0;

@@ -2,6 +2,7 @@
 // pool), their allocators, the namespace and the object store on top.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -39,6 +40,10 @@ struct SegmentUsage {
   uint64_t capacity;
   uint64_t used;
 };
+
+// A scrub report in the JSON of `stripefs scrub --json`:
+// {"chunks","bytes","repaired_blocks","missing_replicas","unrepairable":[...]}.
+nlohmann::json ScrubReportJson(const ScrubReport& r);
 
 // Validates options, writes a superblock to every drive and creates the metadata store.
 Status FormatPool(const FormatOptions& options, uint32_t root_uid, uint32_t root_gid);
@@ -83,6 +88,18 @@ class Pool {
   // Every inconsistency found, one line each; empty when clean. With verify,
   // also reads every block and checks its checksum.
   Result<std::vector<std::string>> fsck(bool verify, std::vector<std::string>* notes);
+  // Scrubs every file of a pool opened with Mode::kMount (see ObjectStore::scrub)
+  // and syncs the repairs; progress sees the running total after each file.
+  Result<ScrubReport> scrub(const std::function<void(const ScrubReport&)>& progress);
+
+  // Puts a new drive in place of drive segment `id` (missing or failing) of
+  // the unmounted pool in meta_dir: the new drive gets the segment's
+  // superblock and the pool records its path; then every replica the segment
+  // held is rebuilt from the chunk's other replicas (a scrub of the pool).
+  // Chunks with no other intact replica are listed in the report's
+  // unrepairable lines. Safe to run again after an interruption.
+  static Result<ScrubReport> ReplaceDrive(const std::string& meta_dir, uint32_t id, const DriveSpec& drive, bool force,
+                                          const std::function<void(const ScrubReport&)>& progress);
 
  private:
   Pool() = default;

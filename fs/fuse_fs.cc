@@ -30,6 +30,10 @@ using meta::InodeRecord;
 constexpr double kTimeout = 60.0;
 constexpr const char* kPlacementXattr = "user.stripefs.placement";
 constexpr const char* kDfXattr = "user.stripefs.df";
+// Reading it scrubs the file (see ObjectStore::scrub) and answers the report.
+constexpr const char* kScrubXattr = "user.stripefs.scrub";
+// The kernel passes at most 64 KiB of xattr value: a report lists this many bad chunks.
+constexpr size_t kScrubLinesMax = 200;
 
 struct FileHandle {
   std::shared_ptr<ObjectStore::Object> obj;
@@ -455,11 +459,33 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 bool IsUserXattr(const char* name) { return std::strncmp(name, "user.", 5) == 0; }
 
 bool IsVirtualXattr(const char* name) {
-  return std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0 || name == kLayoutXattr;
+  return std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0 ||
+         std::strcmp(name, kScrubXattr) == 0 || name == kLayoutXattr;
+}
+
+Result<std::string> ScrubFile(Frontend* f, fuse_ino_t ino) {
+  SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
+  if (!S_ISREG(r.mode)) return Status(Code::kNoData, "only regular files are scrubbed");
+  SFS_ASSIGN_OR_RETURN(auto obj, f->store().object(r));
+  auto report = f->store().scrub(*obj);
+  obj.reset();
+  f->store().forget_if_unused(ino);
+  SFS_RETURN_IF_ERROR(report.status());
+  if (report->repaired_blocks > 0) {
+    spdlog::warn("scrub of inode {} ({}): rewrote {} bad block(s) from intact replicas", ino, r.uri,
+                 report->repaired_blocks);
+    SFS_RETURN_IF_ERROR(f->store().sync());
+  }
+  for (const auto& line : report->unrepairable) spdlog::error("scrub: {}", line);
+  nlohmann::json j = ScrubReportJson(report.value());
+  j["unrepairable_chunks"] = report->unrepairable.size();
+  if (report->unrepairable.size() > kScrubLinesMax) j["unrepairable"].get_ref<nlohmann::json::array_t&>().resize(kScrubLinesMax);
+  return j.dump();
 }
 
 // Read-only attributes the daemon answers: where a file's chunks live, its
-// layout (for a directory: the layout new files get), and pool usage.
+// layout (for a directory: the layout new files get), pool usage, and a
+// scrub of a file.
 Result<std::string> VirtualXattr(Frontend* f, fuse_ino_t ino, const char* name) {
   if (name == kLayoutXattr) {
     SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
@@ -475,6 +501,7 @@ Result<std::string> VirtualXattr(Frontend* f, fuse_ino_t ino, const char* name) 
     SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, ""));
     return j.dump();
   }
+  if (std::strcmp(name, kScrubXattr) == 0) return ScrubFile(f, ino);
   SFS_ASSIGN_OR_RETURN(auto usage, f->pool().usage_json());
   return usage.dump();
 }

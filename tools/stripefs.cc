@@ -1,4 +1,4 @@
-// The stripefs command: mkfs, mount, placement, df, fsck.
+// The stripefs command: mkfs, mount, placement, df, fsck, scrub, replace-drive.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "engine/pool.h"
@@ -39,6 +40,22 @@ int Fail(const std::string& msg) {
 }
 int Fail(const Status& s) { return Fail(s.message()); }
 
+// PATH or PATH:SIZE.
+Result<DriveSpec> ParseDriveSpec(const std::string& text) {
+  DriveSpec spec;
+  spec.path = text;
+  auto colon = text.rfind(':');
+  if (colon != std::string::npos) {
+    spec.path = text.substr(0, colon);
+    auto size = ParseSize(text.substr(colon + 1));
+    if (!size.ok()) return Status::Invalid(fmt::format("{}: {}", text, size.status().message()));
+    if (size.value() == 0) return Status::Invalid(fmt::format("{}: size must be above zero", text));
+    spec.size = size.value();
+  }
+  if (spec.path.empty()) return Status::Invalid(fmt::format("{}: no path", text));
+  return spec;
+}
+
 // ---- mkfs ----
 
 int RunMkfs(const std::string& meta_dir, const std::vector<std::string>& drives, const std::string& ram,
@@ -49,18 +66,9 @@ int RunMkfs(const std::string& meta_dir, const std::vector<std::string>& drives,
   o.replicas = replicas;
   o.force = force;
   for (const auto& d : drives) {
-    DriveSpec spec;
-    auto colon = d.rfind(':');
-    spec.path = d;
-    if (colon != std::string::npos) {
-      spec.path = d.substr(0, colon);
-      auto size = ParseSize(d.substr(colon + 1));
-      if (!size.ok()) return Fail(fmt::format("--drive {}: {}", d, size.status().message()));
-      if (size.value() == 0) return Fail(fmt::format("--drive {}: size must be above zero", d));
-      spec.size = size.value();
-    }
-    if (spec.path.empty()) return Fail(fmt::format("--drive {}: no path", d));
-    o.drives.push_back(spec);
+    auto spec = ParseDriveSpec(d);
+    if (!spec.ok()) return Fail("--drive " + spec.status().message());
+    o.drives.push_back(spec.value());
   }
   if (!ram.empty()) {
     auto size = ParseSize(ram);
@@ -184,8 +192,10 @@ int RunMount(fs::MountOptions options) {
 
 // ---- placement and df: through a live mount's virtual xattrs, or an unmounted pool ----
 
-Result<std::string> LiveXattr(const std::string& path, const char* name) {
-  std::string value(4096, '\0');
+// initial: the first buffer size; answers that are costly to compute (a scrub)
+// must fit in it, so the daemon is asked only once.
+Result<std::string> LiveXattr(const std::string& path, const char* name, size_t initial = 4096) {
+  std::string value(initial, '\0');
   for (;;) {
     ssize_t n = getxattr(path.c_str(), name, value.data(), value.size());
     if (n >= 0) {
@@ -287,6 +297,123 @@ int RunDf(const std::string& target, bool json) {
   return 0;
 }
 
+// ---- scrub and replace-drive ----
+
+// Running totals on stderr when it is a terminal; nothing otherwise.
+class Progress {
+ public:
+  explicit Progress(const char* what) : what_(what), on_(isatty(STDERR_FILENO) == 1) {}
+  void show(uint64_t files, const ScrubReport& r) {
+    if (on_) fmt::print(stderr, "\r{}: {} files, {} checked, {} blocks repaired   ", what_, files, Human(r.bytes), r.repaired_blocks);
+  }
+  ~Progress() {
+    if (on_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  const char* what_;
+  bool on_;
+};
+
+// Prints a scrub's outcome; returns the exit status (1 when something stays bad).
+int PrintScrub(const ScrubReport& r, uint64_t files, bool json) {
+  if (json) {
+    nlohmann::json j = ScrubReportJson(r);
+    j["files"] = files;
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("checked {} files, {} chunks, {} read: {} blocks repaired from intact replicas\n", files, r.chunks,
+               Human(r.bytes), r.repaired_blocks);
+    if (r.missing_replicas) {
+      fmt::print("{} replicas are on missing drives (not checked; `stripefs replace-drive` rebuilds them)\n",
+                 r.missing_replicas);
+    }
+    for (const auto& line : r.unrepairable) fmt::print("UNREPAIRABLE: {}\n", line);
+  }
+  if (!r.unrepairable.empty()) {
+    fmt::print(stderr, "stripefs: {} chunk(s) have blocks no replica holds intact; reading them fails with EIO\n",
+               r.unrepairable.size());
+    return 1;
+  }
+  return 0;
+}
+
+int RunScrub(const std::string& target, bool json) {
+  std::error_code ec;
+  if (!std::filesystem::exists(target, ec)) return Fail(fmt::format("{}: no such file or directory", target));
+  if (std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {  // an unmounted pool
+    auto pool = Pool::Open(target, Pool::Mode::kMount);
+    if (!pool.ok()) {
+      if (pool.status().code() == Code::kBusy) return Fail(pool.status().message() + "; give its mountpoint instead");
+      return Fail(fmt::format("cannot scrub {}: {}", target, pool.status().message()));
+    }
+    uint64_t files = 0;
+    Progress progress("scrub");
+    auto r = pool.value()->scrub([&](const ScrubReport& so_far) { progress.show(++files, so_far); });
+    if (!r.ok()) return Fail(r.status());
+    return PrintScrub(r.value(), files, json);
+  }
+  if (!LiveXattr(target, "user.stripefs.df").ok()) {
+    return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));
+  }
+  // Online: the daemon scrubs one file per request, so progress is per file
+  // and readers and writers of other files are not held up.
+  struct stat root;
+  if (stat(target.c_str(), &root) != 0) return Fail(fmt::format("{}: {}", target, strerror(errno)));
+  ScrubReport total;
+  uint64_t files = 0;
+  std::set<ino_t> seen;  // a file with several links is scrubbed once
+  Progress progress("scrub");
+  auto opts = std::filesystem::directory_options::skip_permission_denied;
+  for (auto it = std::filesystem::recursive_directory_iterator(target, opts, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st;
+    if (lstat(it->path().c_str(), &st) != 0 || st.st_dev != root.st_dev) {
+      if (S_ISDIR(st.st_mode)) it.disable_recursion_pending();  // another file system mounted below
+      continue;
+    }
+    if (!S_ISREG(st.st_mode) || !seen.insert(st.st_ino).second) continue;
+    auto v = LiveXattr(it->path().string(), "user.stripefs.scrub", 64 << 10);
+    ++files;
+    if (!v.ok()) {
+      if (v.status().code() == Code::kNotFound) continue;  // removed meanwhile
+      total.unrepairable.push_back(fmt::format("{}: {}", it->path().string(), v.status().message()));
+      continue;
+    }
+    auto j = nlohmann::json::parse(v.value(), nullptr, false);
+    if (j.is_discarded()) return Fail("the daemon's scrub answer is not JSON");
+    total.chunks += j["chunks"].get<uint64_t>();
+    total.bytes += j["bytes"].get<uint64_t>();
+    total.repaired_blocks += j["repaired_blocks"].get<uint64_t>();
+    total.missing_replicas += j["missing_replicas"].get<uint64_t>();
+    for (const auto& line : j["unrepairable"]) {
+      total.unrepairable.push_back(fmt::format("{}: {}", it->path().string(), line.get<std::string>()));
+    }
+    progress.show(files, total);
+  }
+  if (ec) return Fail(fmt::format("walking {}: {}", target, ec.message()));
+  return PrintScrub(total, files, json);
+}
+
+int RunReplaceDrive(const std::string& meta_dir, uint32_t id, const std::string& drive, bool force, bool json) {
+  auto spec = ParseDriveSpec(drive);
+  if (!spec.ok()) return Fail(spec.status());
+  uint64_t files = 0;
+  ScrubReport report;
+  {
+    Progress progress("rebuild");
+    auto r = Pool::ReplaceDrive(meta_dir, id, spec.value(), force,
+                                [&](const ScrubReport& so_far) { progress.show(++files, so_far); });
+    if (!r.ok()) {
+      if (r.status().code() == Code::kBusy) return Fail(r.status().message() + "; unmount it before replacing a drive");
+      return Fail(fmt::format("cannot replace drive {} of {}: {}", id, meta_dir, r.status().message()));
+    }
+    report = std::move(r).value();
+  }
+  if (!json) fmt::print("drive {} is now {}\n", id, spec->path);
+  return PrintScrub(report, files, json);
+}
+
 int RunFsck(const std::string& meta_dir, bool verify) {
   auto pool = Pool::Open(meta_dir, Pool::Mode::kCheck);
   if (!pool.ok()) {
@@ -359,6 +486,24 @@ int main(int argc, char** argv) {
   fsck->add_option("DIR", fsck_dir, "The pool's metadata directory")->required();
   fsck->add_flag("--verify", verify, "Also read every block and check its checksum");
 
+  std::string scrub_target;
+  bool scrub_json = false;
+  auto* scrub = app.add_subcommand("scrub", "Read and verify every replica of every file, rewriting bad blocks "
+                                            "from intact replicas; exits non-zero if anything stays bad");
+  scrub->add_option("TARGET", scrub_target, "A mountpoint (online), or an unmounted pool's metadata directory")->required();
+  scrub->add_flag("--json", scrub_json, "Print the report as JSON");
+
+  std::string replace_dir, replace_path;
+  uint32_t replace_id = 0;
+  bool replace_force = false, replace_json = false;
+  auto* replace = app.add_subcommand("replace-drive", "Put a new drive in place of a missing or failing one of an "
+                                                      "unmounted pool and rebuild its replicas from the other drives");
+  replace->add_option("DIR", replace_dir, "The pool's metadata directory")->required();
+  replace->add_option("ID", replace_id, "The drive's segment id (as `stripefs df` shows it)")->required();
+  replace->add_option("PATH", replace_path, "PATH[:SIZE] of the new drive; a file is created or grown to SIZE")->required();
+  replace->add_flag("--force", replace_force, "Overwrite a new drive that holds another stripefs pool");
+  replace->add_flag("--json", replace_json, "Print the rebuild report as JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -386,6 +531,8 @@ int main(int argc, char** argv) {
     if (*placement) return RunPlacement(path, placement_meta, json);
     if (*df) return RunDf(target, df_json);
     if (*fsck) return RunFsck(fsck_dir, verify);
+    if (*scrub) return RunScrub(scrub_target, scrub_json);
+    if (*replace) return RunReplaceDrive(replace_dir, replace_id, replace_path, replace_force, replace_json);
   } catch (const std::exception& e) {
     std::cerr << "stripefs: " << e.what() << "\n";
     return 1;

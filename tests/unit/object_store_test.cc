@@ -203,6 +203,14 @@ class ObjectStoreTest : public testing::Test {
     ASSERT_EQ(pwrite(fds_[e.segment], &c, 1, pos), 1);
   }
 
+  // The first len bytes of a replica as they are on its drive.
+  std::string RawReplica(const meta::Extent& e, size_t len) {
+    std::string out(len, '\0');
+    EXPECT_EQ(pread(fds_[e.segment], out.data(), len, static_cast<off_t>(slots_[e.segment].data_offset + e.offset)),
+              static_cast<ssize_t>(len));
+    return out;
+  }
+
   std::string dir_;
   std::vector<int> fds_;
   std::unique_ptr<IoBackend> uring_;
@@ -860,11 +868,73 @@ TEST_F(ObjectStoreTest, TwoReplicasOnDistinctSegmentsSurviveOneCorruption) {
   ASSERT_NE(obj2, nullptr);
   EXPECT_TRUE(SameBytes(Read(*obj2, 0, d.size()), d));
 
-  // With both replicas of a block bad, the read fails.
+  // The reads rewrote the bad copies they met; with both copies of a block bad, the read fails.
+  EXPECT_EQ(RawReplica(chunks[1].replicas[0], kChunk), RawReplica(chunks[1].replicas[1], kChunk));
+  CorruptByte(chunks[1].replicas[0], 5001);
   CorruptByte(chunks[1].replicas[1], 5001);
   Status s;
   Read(*obj2, kChunk, 8192, &s);
   EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+}
+
+TEST_F(ObjectStoreTest, ReadRewritesTheReplicaThatFailedItsChecksum) {
+  InodeRecord f = NewFile("f", "striped", 2);
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  std::string d = Pattern(kChunk, 41);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  const meta::ChunkRecord rec = Chunks(f.ino).at(0);
+  const std::string good = RawReplica(rec.replicas[0], kChunk);
+  CorruptByte(rec.replicas[0], 3 * kBlock + 7);  // the replica reads go to first
+  ASSERT_NE(RawReplica(rec.replicas[0], kChunk), good);
+
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, d.size()), d));
+  EXPECT_EQ(store_->repaired_blocks(), 1u) << "the read verifies 256 blocks and rewrites only the bad one";
+  EXPECT_TRUE(SameBytes(RawReplica(rec.replicas[0], kChunk), good)) << "the bad copy was rewritten";
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, d.size()), d));
+  EXPECT_EQ(store_->repaired_blocks(), 1u) << "nothing left to repair";
+}
+
+TEST_F(ObjectStoreTest, ScrubRepairsFromIntactReplicasAndReportsWhatItCannot) {
+  InodeRecord two = NewFile("two", "striped", 2), one = NewFile("one", "striped", 1);
+  auto obj2 = Obj(two), obj1 = Obj(one);
+  ASSERT_TRUE(obj2 && obj1);
+  std::string d2 = Pattern(3 * kChunk + 5000, 42), d1 = Pattern(2 * kChunk, 43);
+  ASSERT_TRUE(Write(*obj2, 0, d2).ok());
+  ASSERT_TRUE(Write(*obj1, 0, d1).ok());
+  auto c2 = Chunks(two.ino), c1 = Chunks(one.ino);
+  const std::string good_tail = RawReplica(c2[3].replicas[0], kBlock * 2);
+  // Copies a read would never look at (the second replica), and the last, partial block.
+  CorruptByte(c2[1].replicas[1], 100);
+  CorruptByte(c2[1].replicas[1], kChunk - 1);
+  CorruptByte(c2[3].replicas[1], kBlock + 10);
+  CorruptByte(c1[1].replicas[0], 9);
+
+  auto r2 = store_->scrub(*obj2);
+  ASSERT_TRUE(r2.ok()) << r2.status().message();
+  EXPECT_EQ(r2->chunks, 4u);
+  EXPECT_EQ(r2->bytes, 2 * (3 * kChunk + 2 * kBlock)) << "every replica of every written block is read";
+  EXPECT_EQ(r2->repaired_blocks, 3u);
+  EXPECT_TRUE(r2->unrepairable.empty());
+  EXPECT_EQ(RawReplica(c2[1].replicas[1], kChunk), RawReplica(c2[1].replicas[0], kChunk));
+  EXPECT_EQ(RawReplica(c2[3].replicas[1], 2 * kBlock), good_tail);
+
+  auto r1 = store_->scrub(*obj1);
+  ASSERT_TRUE(r1.ok()) << r1.status().message();
+  EXPECT_EQ(r1->repaired_blocks, 0u);
+  ASSERT_EQ(r1->unrepairable.size(), 1u);
+  EXPECT_NE(r1->unrepairable[0].find("chunk 1: 1 of 256 blocks have no intact replica"), std::string::npos)
+      << r1->unrepairable[0];
+
+  auto again = store_->scrub(*obj2);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->repaired_blocks, 0u) << "a second scrub finds nothing to repair";
+  EXPECT_TRUE(store_->sync().ok());
+  NewStore();
+  auto fresh = Obj(two);
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*fresh, 0, d2.size()), d2));
+  EXPECT_EQ(store_->repaired_blocks(), 0u);
 }
 
 TEST_F(ObjectStoreTest, TwoReplicasOverwriteAndGrow) {

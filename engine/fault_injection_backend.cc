@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 namespace stripefs {
 namespace {
@@ -66,13 +67,18 @@ Status FaultInjectionBackend::flush(uint32_t segment) {
   return Status::OK();
 }
 
-Status FaultInjectionBackend::drop_unsynced() {
+Status FaultInjectionBackend::drop_unsynced(uint64_t tear_seed) {
   std::lock_guard lock(mu_);
+  std::mt19937_64 rng(tear_seed);
+  constexpr size_t kBlock = 4096;
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
-    Bounce b(it->old_bytes.size());
-    std::memcpy(b.p, it->old_bytes.data(), it->old_bytes.size());
-    if (pwrite(fds_.at(it->segment), b.p, it->old_bytes.size(), static_cast<off_t>(it->offset)) < 0) {
-      return Status::IOError("fault injection: cannot restore old bytes");
+    Bounce b(kBlock);
+    for (size_t at = 0; at < it->old_bytes.size(); at += kBlock) {
+      if (tear_seed && rng() % 2) continue;  // this block of the write reached the media
+      std::memcpy(b.p, it->old_bytes.data() + at, kBlock);
+      if (pwrite(fds_.at(it->segment), b.p, kBlock, static_cast<off_t>(it->offset + at)) < 0) {
+        return Status::IOError("fault injection: cannot restore old bytes");
+      }
     }
   }
   undo_.clear();

@@ -23,8 +23,10 @@ class FaultInjectionBackend final : public IoBackend {
   void fail_nth_write(uint64_t n);
   // Every read fails with an I/O error while set.
   void fail_reads(bool on);
-  // Power cut: every write not yet flushed is undone, newest first.
-  Status drop_unsynced();
+  // Power cut: every write not yet flushed is undone, newest first. With a
+  // tear_seed, each 4 KiB block of such a write is undone or kept at random
+  // (as a drive's volatile cache may have written any of them).
+  Status drop_unsynced(uint64_t tear_seed = 0);
   uint64_t writes() const;
 
   Status run(std::span<IoRequest> requests) override;

@@ -470,6 +470,11 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
 
   // 3. Intent for in-place overwrites, then the data to every replica at once.
   if (!intent.empty()) {
+    // Not synced: syncing here would first need every dirty drive flushed (the
+    // WAL sync makes all earlier commits durable), a flush per overwrite. So a
+    // power cut can leave a block overwritten since the last sync with its new
+    // bytes on the drive and only its old checksum: it then reads as EIO,
+    // never as wrong bytes (tests/unit/power_loss_test.cc, torn power cut).
     Status s = kv_->commit(intent, false);
     if (!s.ok()) {
       undo();

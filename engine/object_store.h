@@ -6,7 +6,9 @@
 //     chunk records at mount, so space of a write that never committed is free again.
 //  2. Blocks overwritten in place first get their new checksum committed as
 //     "pending" beside the old one, so a crash mid-write leaves each block
-//     matching one of the two.
+//     matching one of the two. (That commit is not synced: after a power cut,
+//     a block overwritten since the last sync may read as EIO, never as
+//     wrong bytes; see the note at step 3 in write().)
 //  3. Data goes to every replica, all pieces concurrently.
 //  4. Chunk records and the inode's size/mtime commit in one batch.
 //  5. Space a commit gave up is reused only after the WAL is synced, so a lost

@@ -201,7 +201,9 @@ TEST_F(PowerLossTest, TornPowerCutLeavesEveryBlockOldNewOrUnreadable) {
         have = std::string(n, '\0');
         // What a user would do: rewrite it (a partial last block cannot be
         // merged with its unreadable bytes: cut it off first).
-        if (n < kB) ASSERT_TRUE(store_->truncate(*obj, b * kB, 1).ok());
+        if (n < kB) {
+          ASSERT_TRUE(store_->truncate(*obj, b * kB, 1).ok());
+        }
         ASSERT_TRUE(store_->write(*obj, b * kB, have.data(), n).ok());
       } else if (have != block(synced, b).substr(0, n)) {
         bool seen = false;

@@ -575,6 +575,101 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
   return committed;
 }
 
+Status ObjectStore::write_zeros(Object& obj, uint64_t offset, uint64_t len) {
+  static const AlignedBuffer zeros(1 << 20);
+  for (uint64_t done = 0; done < len;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(len - done, zeros.size()));
+    SFS_RETURN_IF_ERROR(write(obj, offset + done, zeros.data(), n).status());
+    done += n;
+  }
+  return Status::OK();
+}
+
+Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
+  const uint64_t end = offset + len;
+  std::vector<std::pair<uint64_t, uint64_t>> zero;  // written ranges of chunks covered in part
+  {
+    std::unique_lock lock(obj.mu);
+    SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+    Transaction txn;
+    std::vector<Freed> freed;
+    std::vector<uint64_t> dropped;
+    int64_t footprint_delta = 0;
+    for (const auto& [index, rec] : obj.chunks) {
+      const uint64_t start = index * obj.chunk_size, data_end = start + rec.length;
+      if (start >= end || start + obj.chunk_size <= offset) continue;
+      if (start >= offset && start + obj.chunk_size <= end) {
+        meta::DeleteChunk(&txn, obj.ino, index);
+        for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
+        footprint_delta -= static_cast<int64_t>(Footprint(rec));
+        dropped.push_back(index);
+      } else if (std::max(start, offset) < std::min(data_end, end)) {
+        zero.emplace_back(std::max(start, offset), std::min(data_end, end));
+      }
+    }
+    const int64_t now = meta::NowNs();
+    SFS_RETURN_IF_ERROR(ns_->commit_with_inode(
+                               obj.ino,
+                               [&](InodeRecord& r) {
+                                 r.mtime_ns = r.ctime_ns = now;
+                                 r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
+                               },
+                               &txn, false)
+                            .status());
+    for (uint64_t index : dropped) obj.chunks.erase(index);
+    release_later(std::move(freed));
+  }
+  for (const auto& [from, to] : zero) SFS_RETURN_IF_ERROR(write_zeros(obj, from, to - from));
+  return Status::OK();
+}
+
+Status ObjectStore::allocate(Object& obj, uint64_t offset, uint64_t len, bool keep_size) {
+  SFS_ASSIGN_OR_RETURN(InodeRecord inode, ns_->get(obj.ino));
+  const uint64_t end = keep_size ? std::min(offset + len, inode.size) : offset + len;
+  std::vector<std::pair<uint64_t, uint64_t>> empty;  // parts of the range that hold no data
+  {
+    std::unique_lock lock(obj.mu);
+    SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+    for (const ChunkPiece& piece : SplitRange(offset, end > offset ? end - offset : 0, obj.chunk_size)) {
+      const uint64_t start = piece.index * obj.chunk_size;
+      auto it = obj.chunks.find(piece.index);
+      // Bytes of a chunk below its length are data (written, or zeros the chunk already stores).
+      const uint64_t from = std::max<uint64_t>(start + piece.offset, it == obj.chunks.end() ? 0 : start + it->second.length);
+      const uint64_t to = start + piece.offset + piece.length;
+      if (from < to) empty.emplace_back(from, to);
+    }
+  }
+  for (const auto& [from, to] : empty) SFS_RETURN_IF_ERROR(write_zeros(obj, from, to - from));
+  if (!keep_size && offset + len > inode.size) {
+    SFS_ASSIGN_OR_RETURN(inode, ns_->get(obj.ino));  // the zeros may have grown it already
+    if (offset + len > inode.size) SFS_RETURN_IF_ERROR(truncate(obj, offset + len, meta::NowNs()).status());
+  }
+  return Status::OK();
+}
+
+Result<uint64_t> ObjectStore::seek(Object& obj, uint64_t offset, bool data, uint64_t size) {
+  if (offset >= size) return Status(Code::kPastEnd, "offset is at or past the end of the file");
+  if (!obj.loaded) {
+    std::unique_lock lock(obj.mu);
+    SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+  }
+  std::shared_lock lock(obj.mu);
+  uint64_t pos = offset;
+  for (auto it = obj.chunks.lower_bound(offset / obj.chunk_size); it != obj.chunks.end(); ++it) {
+    const uint64_t start = it->first * obj.chunk_size, data_end = start + it->second.length;
+    if (data_end <= pos) continue;  // the data of this chunk ends before pos
+    if (data) {
+      if (start <= pos) return pos;
+      if (start < size) return start;
+      break;
+    }
+    if (start > pos) break;  // pos is in a hole before this chunk
+    pos = data_end;          // in data: the hole starts where the data run ends
+  }
+  if (data) return Status(Code::kPastEnd, "no data after offset");
+  return std::min(pos, size);
+}
+
 Result<bool> ObjectStore::trim(Object& obj) {
   std::unique_lock lock(obj.mu);
   if (!obj.loaded) return false;  // nothing written through this state

@@ -90,6 +90,19 @@ class ObjectStore {
   Result<meta::InodeRecord> write(Object& obj, uint64_t offset, const char* data, size_t len);
   // Sets the size: drops or cuts chunks past it; growing leaves a hole.
   Result<meta::InodeRecord> truncate(Object& obj, uint64_t size, int64_t mtime_ns);
+  // fallocate(2) PUNCH_HOLE: frees the chunks wholly inside [offset,
+  // offset+len) and writes zeros over the written bytes of the chunks it
+  // covers in part. The size stays.
+  Status punch_hole(Object& obj, uint64_t offset, uint64_t len);
+  // fallocate(2) mode 0 and KEEP_SIZE: stores zeros in every part of
+  // [offset, offset+len) that holds no data yet, so later writes there need no
+  // new space; without keep_size the file grows to offset+len. With keep_size
+  // nothing is stored past the end of the file.
+  Status allocate(Object& obj, uint64_t offset, uint64_t len, bool keep_size);
+  // lseek(2) SEEK_DATA (data=true) and SEEK_HOLE: the first offset at or after
+  // offset where data or a hole starts; the end of the file counts as a hole.
+  // kPastEnd when offset is at or past size, or no data follows.
+  Result<uint64_t> seek(Object& obj, uint64_t offset, bool data, uint64_t size);
   // Gives back reserved but unwritten space at the end of each chunk (on last
   // close). True when it gave any back (the inode's allocated size changed).
   Result<bool> trim(Object& obj);
@@ -129,6 +142,8 @@ class ObjectStore {
   // Writes the repair requests and marks their drives dirty; counts the blocks.
   Status rewrite(std::vector<IoRequest>& repairs);
   void release_now(const std::vector<meta::Extent>& extents, uint64_t len);
+  // write() of len zero bytes at offset, in pieces.
+  Status write_zeros(Object& obj, uint64_t offset, uint64_t len);
   // True when every replica of rec is on a drive that is present.
   bool all_replicas_available(const meta::ChunkRecord& rec) const;
   // Orders rec's replicas so the ones on present drives come first.

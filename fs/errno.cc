@@ -25,6 +25,7 @@ int ToErrno(const Status& s) {
     case Code::kNotSupported: return EOPNOTSUPP;
     case Code::kBusy: return EBUSY;
     case Code::kCrossLink: return EXDEV;
+    case Code::kPastEnd: return ENXIO;
   }
   return EIO;
 }

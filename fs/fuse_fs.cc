@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -45,7 +47,7 @@ struct DirHandle {
 
 class Frontend {
  public:
-  explicit Frontend(Pool* pool) : pool_(pool) {}
+  Frontend(Pool* pool, bool update_atime) : pool_(pool), update_atime_(update_atime) {}
 
   void set_session(fuse_session* se) { session_ = se; }
   // Tells the kernel that ino's cached attributes are stale.
@@ -54,6 +56,19 @@ class Frontend {
   }
 
   Pool& pool() { return *pool_; }
+  // relatime, as the kernel does for local file systems: a read moves atime
+  // when it is not after the last change or is a day old. Off with -o noatime.
+  void maybe_touch_atime(const InodeRecord& r) {
+    constexpr int64_t kDayNs = 24ll * 3600 * 1000000000;
+    if (!update_atime_) return;
+    const int64_t now = meta::NowNs();
+    if (r.atime_ns > r.mtime_ns && r.atime_ns > r.ctime_ns && now - r.atime_ns < kDayNs) return;
+    meta::AttrChange c;
+    c.atime_ns = now;
+    c.keep_ctime = true;
+    auto changed = ns().setattr(r.ino, c);
+    if (!changed.ok()) spdlog::warn("updating atime of inode {}: {}", r.ino, changed.status().message());
+  }
   meta::Namespace& ns() { return pool_->ns(); }
   ObjectStore& store() { return pool_->store(); }
 
@@ -83,6 +98,7 @@ class Frontend {
 
  private:
   Pool* pool_;
+  const bool update_atime_;
   fuse_session* session_ = nullptr;
   std::mutex mu_;
   std::unordered_map<uint64_t, int> opens_;  // GUARDED_BY(mu_)
@@ -349,6 +365,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   auto bytes = f->store().read(*h->obj, static_cast<uint64_t>(off), size, buf);
   if (Failed(req, bytes, "read")) return;
   fuse_reply_buf(req, bytes.value(), size);
+  f->maybe_touch_atime(r.value());
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
@@ -356,6 +373,33 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t
   auto r = F(req)->store().write(*h->obj, static_cast<uint64_t>(off), buf, size);
   if (Failed(req, r, "write")) return;
   fuse_reply_write(req, size);
+}
+
+void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  const auto off = static_cast<uint64_t>(offset), len = static_cast<uint64_t>(length);
+  Status s;
+  if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+    s = F(req)->store().punch_hole(*h->obj, off, len);
+  } else if (mode == 0 || mode == FALLOC_FL_KEEP_SIZE) {
+    s = F(req)->store().allocate(*h->obj, off, len, mode == FALLOC_FL_KEEP_SIZE);
+  } else {
+    return (void)fuse_reply_err(req, EOPNOTSUPP);  // zero-range, collapse and insert-range are not offered
+  }
+  if (!s.ok()) return ReplyError(req, s, "fallocate");
+  F(req)->attributes_changed(ino);
+  fuse_reply_err(req, 0);
+}
+
+void OpLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info* fi) {
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return (void)fuse_reply_err(req, EINVAL);  // the kernel does the rest
+  auto r = F(req)->ns().get(ino);
+  if (Failed(req, r, "lseek")) return;
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  auto pos = F(req)->store().seek(*h->obj, static_cast<uint64_t>(std::max<off_t>(off, 0)), whence == SEEK_DATA, r->size);
+  if (Failed(req, pos, "lseek")) return;
+  fuse_reply_lseek(req, static_cast<off_t>(pos.value()));
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
@@ -583,6 +627,8 @@ fuse_lowlevel_ops MakeOps() {
   ops.read = OpRead;
   ops.write = OpWrite;
   ops.flush = OpFlush;
+  ops.fallocate = OpFallocate;
+  ops.lseek = OpLseek;
   ops.release = OpRelease;
   ops.fsync = OpFsync;
   ops.opendir = OpOpendir;
@@ -601,7 +647,8 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready) {
-  Frontend frontend(pool);
+  const auto& o = options.fuse_options;
+  Frontend frontend(pool, std::find(o.begin(), o.end(), "noatime") == o.end());
   static const fuse_lowlevel_ops ops = MakeOps();
 
   std::string opts = fmt::format("fsname=stripefs:{},subtype=stripefs,default_permissions", options.meta_dir);

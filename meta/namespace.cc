@@ -347,7 +347,7 @@ Result<InodeRecord> Namespace::setattr(uint64_t ino, const AttrChange& c) {
   if (c.gid) r.gid = *c.gid;
   if (c.atime_ns) r.atime_ns = *c.atime_ns;
   if (c.mtime_ns) r.mtime_ns = *c.mtime_ns;
-  r.ctime_ns = NowNs();
+  if (!c.keep_ctime) r.ctime_ns = NowNs();
   Transaction txn;
   put_inode(&txn, r);
   SFS_RETURN_IF_ERROR(commit(&txn, {r}));

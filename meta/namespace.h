@@ -37,6 +37,7 @@ struct AttrChange {
   std::optional<uint32_t> mode;  // permission bits only
   std::optional<uint32_t> uid, gid;
   std::optional<int64_t> atime_ns, mtime_ns;
+  bool keep_ctime = false;  // an access-time update by a read is not a change of the inode
 };
 
 struct Listing {

@@ -28,6 +28,7 @@ enum class Code {
   kNotSupported,     // EOPNOTSUPP
   kBusy,             // EBUSY (pool in use)
   kCrossLink,        // EXDEV
+  kPastEnd,          // ENXIO (SEEK_DATA/SEEK_HOLE at or past the end)
 };
 
 class [[nodiscard]] Status {

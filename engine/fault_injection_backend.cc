@@ -27,9 +27,13 @@ void FaultInjectionBackend::fail_nth_write(uint64_t n) {
   fail_at_ = n ? writes_ + n : 0;
 }
 
-void FaultInjectionBackend::fail_reads(bool on) {
+void FaultInjectionBackend::fail_reads(uint32_t segment, bool on) {
   std::lock_guard lock(mu_);
-  fail_reads_ = on;
+  if (on) {
+    failing_.insert(segment);
+  } else {
+    failing_.erase(segment);
+  }
 }
 
 uint64_t FaultInjectionBackend::writes() const {
@@ -41,7 +45,7 @@ Status FaultInjectionBackend::run(std::span<IoRequest> requests) {
   std::lock_guard lock(mu_);
   for (const IoRequest& r : requests) {
     if (r.op == IoRequest::Op::kRead) {
-      if (fail_reads_) return Status::IOError(fmt::format("injected read error on segment {}", r.segment));
+      if (failing_.count(r.segment)) return Status::IOError(fmt::format("injected read error on segment {}", r.segment));
       continue;
     }
     ++writes_;

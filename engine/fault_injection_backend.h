@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,8 @@ class FaultInjectionBackend final : public IoBackend {
   // The nth write request from now (1 = the next one) fails with an I/O error
   // and writes nothing; 0 disables.
   void fail_nth_write(uint64_t n);
-  // Every read fails with an I/O error while set.
-  void fail_reads(bool on);
+  // Every read from segment fails with an I/O error while on (a dying drive).
+  void fail_reads(uint32_t segment, bool on);
   // Power cut: every write not yet flushed is undone, newest first. With a
   // tear_seed, each 4 KiB block of such a write is undone or kept at random
   // (as a drive's volatile cache may have written any of them).
@@ -43,7 +44,7 @@ class FaultInjectionBackend final : public IoBackend {
   mutable std::mutex mu_;
   uint64_t fail_at_ = 0;      // GUARDED_BY(mu_)
   uint64_t writes_ = 0;       // GUARDED_BY(mu_)
-  bool fail_reads_ = false;   // GUARDED_BY(mu_)
+  std::set<uint32_t> failing_;  // GUARDED_BY(mu_): segments whose reads fail
   std::vector<Undo> undo_;    // GUARDED_BY(mu_)
 };
 

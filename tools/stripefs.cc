@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -96,6 +97,30 @@ int RunMkfs(const std::string& meta_dir, const std::vector<std::string>& drives,
 
 // ---- mount ----
 
+// True while process pid has /dev/fuse open, i.e. still serves a mount.
+bool ServesAMount(pid_t pid) {
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", pid), ec)) {
+    std::error_code link_ec;
+    if (std::filesystem::read_symlink(fd.path(), link_ec) == "/dev/fuse") return true;
+  }
+  return false;
+}
+
+// Right after `umount` the pool's daemon is still flushing and closing the
+// pool (it holds the metadata lock until it exits): a mount then waits for it
+// instead of failing with "in use". A daemon that still serves a mount is not
+// waited for; Pool::Open reports the pool as in use.
+void WaitForUnmountedDaemon(const std::string& pid_file) {
+  FILE* f = fopen(pid_file.c_str(), "r");
+  if (!f) return;
+  int pid = 0;
+  const bool read_pid = fscanf(f, "%d", &pid) == 1;
+  fclose(f);
+  if (!read_pid || pid <= 0) return;
+  for (int i = 0; i < 600 && kill(pid, 0) == 0 && !ServesAMount(pid); ++i) usleep(50 * 1000);
+}
+
 int RunMount(fs::MountOptions options) {
   struct stat st;
   if (stat(options.mountpoint.c_str(), &st) != 0) {
@@ -111,6 +136,7 @@ int RunMount(fs::MountOptions options) {
   options.meta_dir = std::filesystem::absolute(options.meta_dir, ec).string();
   options.mountpoint = std::filesystem::absolute(options.mountpoint, ec).string();
   const std::string pid_file = options.meta_dir + "/daemon.pid";
+  WaitForUnmountedDaemon(pid_file);
 
   // The daemon child reports "OK" or its error through this pipe, so the
   // parent can return once the mount answers, or fail with the real reason.
@@ -148,15 +174,15 @@ int RunMount(fs::MountOptions options) {
     }
   };
 
-  if (!options.foreground) {
-    auto logger = spdlog::basic_logger_mt("stripefs", options.meta_dir + "/stripefs.log");
-    spdlog::set_default_logger(logger);
-    spdlog::flush_every(std::chrono::seconds(2));
-  }
   auto pool = Pool::Open(options.meta_dir, Pool::Mode::kMount, options.degraded);
   if (!pool.ok()) {
     report(pool.status().message());
     return 1;
+  }
+  if (!options.foreground) {  // only now: a refused mount leaves no log file in a directory that is not a pool
+    auto logger = spdlog::basic_logger_mt("stripefs", options.meta_dir + "/stripefs.log");
+    spdlog::set_default_logger(logger);
+    spdlog::flush_every(std::chrono::seconds(2));
   }
   for (const auto& m : pool.value()->missing_drives()) {
     std::cerr << "stripefs: warning: mounting degraded: " << m << "\n";
@@ -180,6 +206,7 @@ int RunMount(fs::MountOptions options) {
     }
     report("OK");
   });
+  pool.value().reset();  // synced and closed: the pool is free for the next mount
   unlink(pid_file.c_str());
   if (!s.ok()) {
     spdlog::error("{}", s.message());
@@ -463,7 +490,8 @@ int main(int argc, char** argv) {
   mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
   mount->add_option("-o", opts,
                     "Mount options, comma-separated: degraded (use the pool with a drive missing), "
-                    "or FUSE options such as ro, allow_other")
+                    "workers=N (threads serving requests, 1-256, default 8), noatime (reads never update "
+                    "atime; the default is relatime), or FUSE options such as ro, allow_other")
       ->delimiter(',');
 
   std::string path;
@@ -522,6 +550,8 @@ int main(int argc, char** argv) {
             return 2;
           }
           mo.workers = *n;
+        } else if (o == "relatime" || o == "strictatime" || o == "lazytime" || o == "nodiratime") {
+          // stripefs keeps atime itself, relatime-style; FUSE refuses these flags.
         } else if (o != "defaults" && o != "rw" && !o.empty()) {
           mo.fuse_options.push_back(o);
         }

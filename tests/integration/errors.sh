@@ -124,3 +124,115 @@ assert_eq "$(sha256sum <"$MNT/keep1")" "$k1" "keep1 after remount"
 cmp "$TMP/new" "$MNT/new" || fail "new file differs after remount"
 unmount_pool
 fsck_pool
+
+log "--- a write(2) larger than the free space: a short count, what it reports is stored"
+use_pool short; DRIVE_SIZE=16M mkfs_pool; mount_pool
+head -c $((40 * MiB)) /dev/urandom >"$MNT/most"
+python3 - "$MNT/big" <<'PY' || fail "short write check failed"
+import os, sys
+data = os.urandom(48 << 20)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+n = os.write(fd, data)  # more than is free: the kernel splits it, the first pieces fit
+assert 0 < n < len(data), f"write of {len(data)} bytes into a nearly full pool returned {n}"
+try:
+    os.write(fd, data[n:])
+    raise SystemExit("the write after the short one succeeded")
+except OSError as e:
+    assert e.errno == 28, f"expected ENOSPC, got {e}"
+os.close(fd)
+assert os.stat(sys.argv[1]).st_size == n, f"size {os.stat(sys.argv[1]).st_size} != reported {n}"
+assert open(sys.argv[1], "rb").read() == data[:n], "the reported bytes do not read back"
+print(f"[errors]   ok: write(2) of 48 MiB returned {n} bytes, the next ENOSPC; exactly those bytes are stored")
+PY
+unmount_pool
+fsck_pool
+
+log "--- CLI: wrong, missing, huge or malformed arguments for every subcommand"
+use_pool cli; DRIVE_SIZE=64M mkfs_pool; mount_pool
+echo data >"$MNT/file"
+mkdir -p "$TMP/notapool" "$TMP/emptydir"
+cli_table=(
+    "mount without arguments|$STRIPEFS mount"
+    "mount of a file as metadata dir|$STRIPEFS mount $MNT/file $TMP/emptydir"
+    "mount on a missing mountpoint|$STRIPEFS mount $META $TMP/no/such/dir"
+    "mount on a file|$STRIPEFS mount $META $MNT/file"
+    "mount of a pool already mounted|$STRIPEFS mount $META $TMP/emptydir"
+    "mount with an unknown -o option|$STRIPEFS mount $TMP/a/meta $TMP/emptydir -o no_such_option"
+    "mount with workers=99999999999|$STRIPEFS mount $TMP/a/meta $TMP/emptydir -o workers=99999999999"
+    "placement without a path|$STRIPEFS placement"
+    "placement of a missing file|$STRIPEFS placement $MNT/missing"
+    "placement of a directory|$STRIPEFS placement $MNT"
+    "placement of a file outside any pool|$STRIPEFS placement /etc/hostname"
+    "placement --meta of a non-pool|$STRIPEFS placement /x --meta $TMP/notapool"
+    "placement --meta of a missing path|$STRIPEFS placement /no/such --meta $TMP/a/meta"
+    "df without a target|$STRIPEFS df"
+    "df of a plain directory|$STRIPEFS df $TMP/notapool"
+    "df of a missing path|$STRIPEFS df $TMP/missing"
+    "fsck without a directory|$STRIPEFS fsck"
+    "fsck of a non-pool|$STRIPEFS fsck $TMP/notapool"
+    "fsck of a mounted pool|$STRIPEFS fsck $META"
+    "fsck with an unknown flag|$STRIPEFS fsck $TMP/a/meta --repair-everything"
+    "scrub without a target|$STRIPEFS scrub"
+    "scrub of a plain directory|$STRIPEFS scrub $TMP/notapool"
+    "scrub of a missing path|$STRIPEFS scrub $TMP/missing"
+    "replace-drive without arguments|$STRIPEFS replace-drive"
+    "replace-drive with a non-numeric id|$STRIPEFS replace-drive $TMP/a/meta one $TMP/r.img:64M"
+    "replace-drive with a negative id|$STRIPEFS replace-drive $TMP/a/meta -1 $TMP/r.img:64M"
+    "replace-drive with a huge id|$STRIPEFS replace-drive $TMP/a/meta 99999999999999999999 $TMP/r.img:64M"
+    "replace-drive with a malformed size|$STRIPEFS replace-drive $TMP/a/meta 0 $TMP/r.img:12Q"
+    "replace-drive with a missing drive file and no size|$STRIPEFS replace-drive $TMP/a/meta 0 $TMP/none.img"
+    "replace-drive of a mounted pool|$STRIPEFS replace-drive $META 0 $TMP/r.img:64M"
+    "replace-drive of a non-pool|$STRIPEFS replace-drive $TMP/notapool 0 $TMP/r.img:64M"
+    "mkfs with a drive size 0|$STRIPEFS mkfs --meta $TMP/z/meta --drive $TMP/z.img:0"
+    "mkfs with a drive of 1M|$STRIPEFS mkfs --meta $TMP/z/meta --drive $TMP/z.img:1M"
+    "mkfs with replicas 2 on one drive|$STRIPEFS mkfs --meta $TMP/z/meta --drive $TMP/z.img:64M --replicas 2"
+    "mkfs with replicas 4|$STRIPEFS mkfs --meta $TMP/z/meta --drive $TMP/z.img:64M --replicas 4"
+    "mkfs with the same drive twice|$STRIPEFS mkfs --meta $TMP/z/meta --drive $TMP/z.img:64M --drive $TMP/z.img:64M"
+    "mkfs with a huge size|$STRIPEFS mkfs --meta $TMP/z/meta --drive $TMP/z.img:99999999999999999999T"
+    "mkfs with a drive in a missing directory|$STRIPEFS mkfs --meta $TMP/z/meta --drive $TMP/no/such/z.img:64M"
+)
+for row in "${cli_table[@]}"; do
+    what=${row%%|*}; read -r -a cmd <<<"${row#*|}"
+    expect_cli_fail "$what" "${cmd[@]}"
+    [[ $(wc -c <"$TMP/err") -gt 10 ]] || fail "$what: the message is too short to say what is wrong: $(cat "$TMP/err")"
+done
+[[ ! -e "$TMP/z/meta/CURRENT" && ! -e "$TMP/r.img" ]] || fail "a refused command left a pool or a drive behind"
+ok "${#cli_table[@]} bad invocations: each exits non-zero with a message, nothing created"
+unmount_pool
+
+log "--- damaged pools: refused at mount with a clear message, explained by fsck"
+use_pool dmg; DRIVE_SIZE=64M mkfs_pool; mount_pool
+head -c $((5 * MiB)) /dev/urandom >"$MNT/data"; sum=$(sha256sum <"$MNT/data")
+unmount_pool
+expect_refused() {  # expect_refused WHAT PATTERN: mount and fsck both fail, naming PATTERN
+    expect_cli_fail "$1: mount" "$STRIPEFS" mount "$META" "$MNT"
+    grep -q -- "$2" "$TMP/err" || fail "$1: mount message does not say '$2': $(cat "$TMP/err")"
+    not_mounted "$1"
+    expect_cli_fail "$1: fsck" "$STRIPEFS" fsck "$META"
+    grep -q -- "$2" "$TMP/err" || fail "$1: fsck message does not say '$2': $(cat "$TMP/err")"
+}
+cp "${DRIVES[1]}" "$TMP/dmg/saved"
+truncate -s 32M "${DRIVES[1]}"
+expect_refused "drive 1 truncated to 32M" "drive 1 .* is truncated"
+cp "$TMP/dmg/saved" "${DRIVES[1]}"
+dd if=/dev/urandom of="${DRIVES[1]}" bs=512 count=1 conv=notrunc status=none
+expect_refused "drive 1 with a garbage superblock" "drive 1 "
+cp "$TMP/dmg/saved" "${DRIVES[1]}"
+cp -a "$META" "$TMP/dmg/meta.saved"
+for f in "$META"/MANIFEST-*; do head -c 100 /dev/urandom >"$f"; done
+expect_refused "metadata directory with a garbage MANIFEST" "damaged\|corrupt\|Corruption"
+rm -rf "$META"; cp -a "$TMP/dmg/meta.saved" "$META"
+echo garbage >"$META/CURRENT"
+expect_refused "metadata directory with a garbage CURRENT" "metadata directory"
+rm -rf "$META"; cp -a "$TMP/dmg/meta.saved" "$META"
+mount_pool
+assert_eq "$(sha256sum <"$MNT/data")" "$sum" "data after the damaged copies were put back"
+
+log "--- a mount right after umount waits for the old daemon to close the pool"
+for i in 1 2 3; do
+    umount "$MNT" || fail "umount $MNT"
+    "$STRIPEFS" mount "$META" "$MNT" 2>"$TMP/err" || fail "mount right after umount (round $i): $(cat "$TMP/err")"
+done
+assert_eq "$(sha256sum <"$MNT/data")" "$sum" "data after three umount+mount rounds"
+unmount_pool
+fsck_pool

@@ -226,6 +226,50 @@ TEST_F(PowerLossTest, TornPowerCutLeavesEveryBlockOldNewOrUnreadable) {
   std::printf("torn power cuts: %d blocks unreadable, %d blocks with newer bytes\n", unreadable, newer);
 }
 
+// A drive that starts failing reads at run time: chunks with another replica
+// read from it, a chunk whose only copy is there fails with an I/O error,
+// the rest of the file and other files read on, and scrub names what it could
+// not read.
+TEST_F(PowerLossTest, ReadErrorsFromOneDriveAreServedByOtherReplicas) {
+  meta::NewInode n;
+  n.mode = S_IFREG | 0644;
+  n.chunk_size = kChunk;
+  n.strategy = "striped";
+  n.replicas = 2;
+  auto two = ns_->create(meta::kRootIno, "two", n);
+  ASSERT_TRUE(two.ok());
+  auto obj2 = store_->object(two.value()).value();
+  auto obj1 = store_->object(ns_->get(ino_).value()).value();
+  std::string d2(4 * kChunk, '\0'), d1(4 * kChunk, '\0');
+  std::mt19937_64 rng(23);
+  for (auto& c : d2) c = static_cast<char>(rng());
+  for (auto& c : d1) c = static_cast<char>(rng());
+  ASSERT_TRUE(store_->write(*obj2, 0, d2.data(), d2.size()).ok());
+  ASSERT_TRUE(store_->write(*obj1, 0, d1.data(), d1.size()).ok());
+  auto chunks1 = store_->load_chunks(ino_).value();
+  const uint32_t dying = chunks1.at(2).replicas[0].segment;  // where chunk 2 of the 1-replica file lives
+  io_->fail_reads(dying, true);
+
+  std::string got(d2.size(), '\0');
+  ASSERT_TRUE(store_->read(*obj2, 0, got.size(), got.data()).ok());
+  EXPECT_EQ(got, d2) << "every chunk of the 2-replica file reads from its other replica";
+  Status s = store_->read(*obj1, 2 * kChunk, kChunk, got.data());
+  EXPECT_EQ(s.code(), Code::kIOError) << s.message();
+  EXPECT_NE(s.message().find("injected read error on segment " + std::to_string(dying)), std::string::npos) << s.message();
+  for (const auto& [index, rec] : chunks1) {
+    if (rec.replicas[0].segment == dying) continue;
+    ASSERT_TRUE(store_->read(*obj1, index * kChunk, kChunk, got.data()).ok()) << "chunk " << index;
+    EXPECT_EQ(got.substr(0, kChunk), d1.substr(index * kChunk, kChunk)) << "chunk " << index;
+  }
+  auto report = store_->scrub(*obj1);
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->unrepairable.size(), 1u);
+  EXPECT_NE(report->unrepairable[0].find("injected read error"), std::string::npos) << report->unrepairable[0];
+  io_->fail_reads(dying, false);
+  ASSERT_TRUE(store_->read(*obj1, 0, d1.size(), got.data()).ok());
+  EXPECT_EQ(got, d1) << "all of it reads again once the drive answers";
+}
+
 TEST_F(PowerLossTest, ProcessKillKeepsEveryCompletedWrite) {
   std::mt19937_64 rng(11);
   std::string model;

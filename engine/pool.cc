@@ -9,6 +9,7 @@
 #include <rocksdb/options.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -402,6 +403,42 @@ Result<ScrubReport> Pool::ReplaceDrive(const std::string& meta_dir, uint32_t id,
   return pool->scrub(progress);
 }
 
+Result<Pool::MetadataSpace> Pool::metadata_space() const {
+  struct statvfs st;
+  if (statvfs(meta_dir_.c_str(), &st) != 0) {
+    return Status::IOError(fmt::format("cannot stat the file system of {}: {}", meta_dir_, strerror(errno)));
+  }
+  MetadataSpace m{};
+  m.free = uint64_t{st.f_bavail} * st.f_frsize;
+  const uint64_t size = uint64_t{st.f_blocks} * st.f_frsize;
+  m.reserve = metadata_reserve_ ? *metadata_reserve_ : std::min<uint64_t>(64ull << 20, size / 10);
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(meta_dir_, ec)) {
+    std::error_code size_ec;
+    if (f.is_regular_file(size_ec)) m.used += f.file_size(size_ec);
+  }
+  return m;
+}
+
+Status Pool::check_metadata_room() {
+  const int64_t now = meta::NowNs();
+  if (now - metadata_checked_ns_.load(std::memory_order_relaxed) > 100'000'000) {
+    metadata_checked_ns_.store(now, std::memory_order_relaxed);
+    struct statvfs st;
+    if (statvfs(meta_dir_.c_str(), &st) == 0) {
+      const uint64_t free = uint64_t{st.f_bavail} * st.f_frsize;
+      const uint64_t reserve = metadata_reserve_ ? *metadata_reserve_
+                                                 : std::min<uint64_t>(64ull << 20, uint64_t{st.f_blocks} * st.f_frsize / 10);
+      metadata_low_.store(free < reserve, std::memory_order_relaxed);
+    }
+  }
+  if (!metadata_low_.load(std::memory_order_relaxed)) return Status::OK();
+  return Status::NoSpace(fmt::format(
+      "the file system of the metadata directory {} is nearly full (less than the reserve kept free for "
+      "deletes): free space there, or mount with a smaller -o meta_reserve=SIZE",
+      meta_dir_));
+}
+
 uint64_t Pool::drive_capacity() const {
   uint64_t total = 0;
   for (const auto& a : allocators_) total += a ? a->capacity() : 0;
@@ -434,6 +471,9 @@ Result<nlohmann::json> Pool::usage_json() {
   for (const auto& u : usage) {
     j["segments"].push_back({{"id", u.id}, {"kind", u.kind}, {"path", u.path}, {"capacity", u.capacity}, {"used", u.used}});
   }
+  // Beside the contract's "segments": where the metadata lives and its room.
+  SFS_ASSIGN_OR_RETURN(MetadataSpace m, metadata_space());
+  j["metadata"] = {{"path", meta_dir_}, {"used", m.used}, {"free", m.free}, {"reserve", m.reserve}};
   return j;
 }
 

@@ -2,7 +2,9 @@
 // pool), their allocators, the namespace and the object store on top.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -81,6 +83,21 @@ class Pool {
   Result<nlohmann::json> usage_json();
   uint64_t drive_capacity() const;
   uint64_t drive_free() const;
+
+  // The metadata directory's file system: RocksDB stops taking any write,
+  // deletes included, once it is full. So new data and new names are refused
+  // (kNoSpace) while less than the reserve is free there; deletes can still
+  // commit. Default reserve: 64 MiB or a tenth of that file system, the smaller.
+  struct MetadataSpace {
+    uint64_t used;     // bytes of the files in the metadata directory
+    uint64_t free;     // available on its file system
+    uint64_t reserve;  // kept free for deletes
+  };
+  Result<MetadataSpace> metadata_space() const;
+  void set_metadata_reserve(uint64_t bytes) { metadata_reserve_ = bytes; }
+  // kNoSpace with a message when the metadata file system is below the reserve.
+  // Looks at the file system at most every 100 ms (it is on the write path).
+  Status check_metadata_room();
   // The placement contract's JSON for a regular file.
   Result<nlohmann::json> placement(const meta::InodeRecord& inode, const std::string& path);
   // Resolves an absolute path inside the pool ("/a/b").
@@ -117,6 +134,9 @@ class Pool {
   std::unique_ptr<ObjectStore> store_;
   bool mounted_ = false;
   std::vector<std::string> missing_;
+  std::optional<uint64_t> metadata_reserve_;           // unset: the default
+  std::atomic<int64_t> metadata_checked_ns_{0};        // when metadata_low_ was last decided
+  std::atomic<bool> metadata_low_{false};
 };
 
 }  // namespace stripefs

@@ -269,6 +269,7 @@ Result<meta::NewInode> NewFor(fuse_req_t req, fuse_ino_t parent, uint32_t mode) 
 // Creates an inode from NewFor's description, or replies with the error.
 Result<InodeRecord> CreateChild(fuse_req_t req, fuse_ino_t parent, const char* name, uint32_t mode,
                                 const std::function<void(meta::NewInode&)>& fill = {}) {
+  SFS_RETURN_IF_ERROR(F(req)->pool().check_metadata_room());
   SFS_ASSIGN_OR_RETURN(meta::NewInode n, NewFor(req, parent, mode));
   if (fill) fill(n);
   return F(req)->ns().create(parent, name, n);
@@ -288,6 +289,7 @@ void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char
 }
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char* name) {
+  if (Status room = F(req)->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "link");
   ReplyEntry(req, F(req)->ns().link(ino, parent, name), "link");
 }
 
@@ -369,6 +371,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+  if (Status room = F(req)->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "write");
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   auto r = F(req)->store().write(*h->obj, static_cast<uint64_t>(off), buf, size);
   if (Failed(req, r, "write")) return;
@@ -383,7 +386,8 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t l
   if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
     s = F(req)->store().punch_hole(*h->obj, off, len);
   } else if (mode == 0 || mode == FALLOC_FL_KEEP_SIZE) {
-    s = F(req)->store().allocate(*h->obj, off, len, mode == FALLOC_FL_KEEP_SIZE);
+    s = F(req)->pool().check_metadata_room();
+    if (s.ok()) s = F(req)->store().allocate(*h->obj, off, len, mode == FALLOC_FL_KEEP_SIZE);
   } else {
     return (void)fuse_reply_err(req, EOPNOTSUPP);  // zero-range, collapse and insert-range are not offered
   }
@@ -494,8 +498,13 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
   st.f_frsize = meta::kBlockSize;
   st.f_blocks = p.drive_capacity() / meta::kBlockSize;
   st.f_bfree = st.f_bavail = p.drive_free() / meta::kBlockSize;
-  st.f_files = 1ull << 32;
-  st.f_ffree = st.f_favail = (1ull << 32) - 1;
+  // Files are limited by the metadata file system: about 1 KiB of RocksDB
+  // data per file (name, inode, one chunk record), above the reserve.
+  constexpr uint64_t kMetadataPerFile = 1024;
+  auto meta = p.metadata_space();
+  const uint64_t room = meta.ok() && meta->free > meta->reserve ? (meta->free - meta->reserve) / kMetadataPerFile : 0;
+  st.f_ffree = st.f_favail = std::min<uint64_t>(room, (1ull << 32) - 1);
+  st.f_files = st.f_ffree + (meta.ok() ? meta->used / kMetadataPerFile : 0);
   st.f_namemax = meta::kNameMax;
   fuse_reply_statfs(req, &st);
 }
@@ -560,6 +569,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   if (IsVirtualXattr(name)) return (void)fuse_reply_err(req, EPERM);
   Frontend* f = F(req);
+  if (Status room = f->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "setxattr");
   std::string_view v(value, size);
   std::string canonical;
   if (IsLayoutXattr(name)) {  // only on directories, and only values the pool can honour

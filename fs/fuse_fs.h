@@ -3,6 +3,7 @@
 // No placement and no I/O here.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "engine/pool.h"
@@ -16,6 +17,7 @@ struct MountOptions {
   bool degraded = false;  // -o degraded: mount with missing drives left out
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
   unsigned workers = 8;  // threads serving requests
+  std::optional<uint64_t> meta_reserve;  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
 };
 
 // The errno a Status stands for at the FUSE edge.

@@ -183,7 +183,9 @@ int RunMount(fs::MountOptions options) {
     auto logger = spdlog::basic_logger_mt("stripefs", options.meta_dir + "/stripefs.log");
     spdlog::set_default_logger(logger);
     spdlog::flush_every(std::chrono::seconds(2));
+    spdlog::flush_on(spdlog::level::warn);  // what went wrong is in the file at once
   }
+  if (options.meta_reserve) pool.value()->set_metadata_reserve(*options.meta_reserve);
   for (const auto& m : pool.value()->missing_drives()) {
     std::cerr << "stripefs: warning: mounting degraded: " << m << "\n";
     spdlog::warn("mounted degraded: {}", m);
@@ -320,6 +322,12 @@ int RunDf(const std::string& target, bool json) {
     fmt::print("{:>3} {:5} {:>9} {:>9} {:>9} {:>5.1f}%  {}\n", s["id"].get<uint32_t>(), s["kind"].get<std::string>(),
                Human(cap), Human(used), Human(cap - used), cap ? 100.0 * static_cast<double>(cap - used) / static_cast<double>(cap) : 0.0,
                s["path"].get<std::string>());
+  }
+  if (j.contains("metadata")) {
+    const auto& m = j["metadata"];
+    fmt::print("metadata {} used, {} free on its file system ({} kept for deletes)  {}\n",
+               Human(m["used"].get<uint64_t>()), Human(m["free"].get<uint64_t>()), Human(m["reserve"].get<uint64_t>()),
+               m["path"].get<std::string>());
   }
   return 0;
 }
@@ -490,7 +498,8 @@ int main(int argc, char** argv) {
   mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
   mount->add_option("-o", opts,
                     "Mount options, comma-separated: degraded (use the pool with a drive missing), "
-                    "workers=N (threads serving requests, 1-256, default 8), noatime (reads never update "
+                    "workers=N (threads serving requests, 1-256, default 8), meta_reserve=SIZE (free space kept on the "
+                    "metadata directory's file system for deletes; default 64M or a tenth of it), noatime (reads never update "
                     "atime; the default is relatime), or FUSE options such as ro, allow_other")
       ->delimiter(',');
 
@@ -550,6 +559,13 @@ int main(int argc, char** argv) {
             return 2;
           }
           mo.workers = *n;
+        } else if (o.rfind("meta_reserve=", 0) == 0) {
+          auto size = ParseSize(o.substr(13));
+          if (!size.ok()) {
+            std::cerr << "stripefs: -o meta_reserve=SIZE: " << size.status().message() << "\n";
+            return 2;
+          }
+          mo.meta_reserve = size.value();
         } else if (o == "relatime" || o == "strictatime" || o == "lazytime" || o == "nodiratime") {
           // stripefs keeps atime itself, relatime-style; FUSE refuses these flags.
         } else if (o != "defaults" && o != "rw" && !o.empty()) {

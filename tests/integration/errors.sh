@@ -236,3 +236,37 @@ done
 assert_eq "$(sha256sum <"$MNT/data")" "$sum" "data after three umount+mount rounds"
 unmount_pool
 fsck_pool
+
+log "--- a full metadata file system: ENOSPC for new names and data, deletes still work"
+use_pool metafull
+mkdir -p "$TMP/metafull/fs"
+mount -t tmpfs -o size=24M stripefs-test-meta "$TMP/metafull/fs" || fail "cannot mount a 24M tmpfs for the metadata"
+umount_meta_fs() { umount "$TMP/metafull/fs" 2>/dev/null || true; }
+CLEANUP_HOOKS+=(umount_meta_fs)
+META=$TMP/metafull/fs/meta
+DRIVE_SIZE=64M mkfs_pool; mount_pool
+"$STRIPEFS" df "$MNT" | grep -q "^metadata .* kept for deletes" || fail "df does not show the metadata space: $("$STRIPEFS" df "$MNT")"
+ffree_before=$(stat -f -c %f "$MNT")
+head -c $((3 * MiB)) /dev/urandom >"$MNT/keep"; keep=$(sha256sum <"$MNT/keep")
+python3 - "$MNT" <<'PY' || fail "filling the metadata file system"
+import errno, os, sys
+mnt, n = sys.argv[1], 0
+try:
+    while True:
+        with open(os.path.join(mnt, f"f{n:07d}-" + "x" * 150), "w") as f:
+            f.write("y")
+        n += 1
+except OSError as e:
+    assert e.errno == errno.ENOSPC, f"expected ENOSPC, got {e}"
+assert n > 1000, f"only {n} files before ENOSPC"
+for name in sorted(os.listdir(mnt))[:500]:
+    if name.startswith("f"):
+        os.unlink(os.path.join(mnt, name))
+print(f"[errors]   ok: {n} files created, then ENOSPC; 500 of them deleted afterwards")
+PY
+(( $(stat -f -c %f "$MNT") < ffree_before )) || fail "statfs free inodes did not drop"
+ok "statfs free inodes follow the metadata file system ($ffree_before -> $(stat -f -c %f "$MNT"))"
+grep -q "metadata directory .* is nearly full" "$META/stripefs.log" || fail "the refusal is not logged with its reason"
+assert_eq "$(sha256sum <"$MNT/keep")" "$keep" "the file written before the metadata filled"
+unmount_pool
+fsck_pool

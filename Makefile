@@ -10,9 +10,13 @@ PACKAGES := build-essential cmake pkg-config git \
   libfuse3-dev fuse3 librocksdb-dev liburing-dev libssl-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev \
-  fio sqlite3 rsync attr python3 psmisc util-linux
+  fio sqlite3 rsync attr python3 psmisc util-linux \
+  rpm dpkg-dev man-db systemd
+# (rpm: rpmbuild and rpm for `make package` and its test; dpkg-dev:
+# dpkg-shlibdeps for the .deb's library dependencies; man-db: man -w and
+# groff for the man page checks; systemd: systemd-analyze verify of the unit.)
 
-.PHONY: deps build test sanitize run stop clean
+.PHONY: deps build test sanitize run stop clean package
 
 # Installs only what is missing (apt-get update runs once, and only if needed).
 deps:
@@ -62,6 +66,18 @@ run: build
 	@echo "  $(STRIPEFS) df $(MNT)                # per-drive capacity and use"
 	@echo "  umount $(MNT)                        # unmount (make stop does the same)"
 	@echo "  $(STRIPEFS) fsck $(POOL)/meta        # check the unmounted pool"
+
+# Debian and RPM packages in dist/: dist/stripefs_VERSION_ARCH.deb and
+# dist/stripefs-VERSION-1.ARCH.rpm (CPack, see cmake/packaging.cmake and
+# docs/operations.md). They are made from the same $(BUILD) tree as `make
+# build`, not a second one: the packages install under /usr whatever that
+# tree's CMAKE_INSTALL_PREFIX is, and the files that name the binary's path
+# get it when CPack installs them, so a separate /usr-prefixed build would
+# only cost a second full compile. The binary is stripped in the packages.
+package: build
+	@mkdir -p dist && rm -f dist/stripefs_*.deb dist/stripefs-*.rpm
+	cpack --config $(BUILD)/CPackConfig.cmake -B $(abspath $(BUILD))/cpack -D CPACK_OUTPUT_FILE_PREFIX=$(CURDIR)/dist
+	@ls -l dist/stripefs_*.deb dist/stripefs-*.rpm
 
 stop:
 	@if mountpoint -q $(MNT); then umount $(MNT) && echo "unmounted $(MNT)"; else echo "$(MNT) is not mounted"; fi

@@ -32,7 +32,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -40,6 +42,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -327,6 +330,20 @@ struct Disconnected {};
 
 bool IsDisconnect(int e) { return e == ENOTCONN || e == ECONNABORTED; }
 
+// A mapped file whose mount went away (the daemon was killed) faults with
+// SIGBUS instead of returning ENOTCONN: that is the same disconnection. A
+// SIGBUS while the mount still answers is a real failure.
+int g_sigbus_root_fd = -1;
+int g_sigbus_exit_code = 3;
+void OnSigbus(int) {
+  struct statfs st;
+  const bool gone = ::fstatfs(g_sigbus_root_fd, &st) != 0 && IsDisconnect(errno);
+  const char* msg = gone ? "stripefs-stress: the mount went away (SIGBUS on a mapping); stopped\n"
+                         : "stripefs-stress: DIVERGENCE: SIGBUS on a mapping while the mount answers\n";
+  (void)!::write(gone ? STDOUT_FILENO : STDERR_FILENO, msg, std::strlen(msg));
+  std::_Exit(gone ? g_sigbus_exit_code : 1);
+}
+
 enum Kind {
   kCreate, kWrite, kAppend, kTruncate, kRename, kLink, kUnlink, kMkdir, kRmdir, kFsync,
   kSetxattr, kRemovexattr, kGetxattr, kRead, kStat, kReaddir, kKinds
@@ -451,9 +468,11 @@ void Worker::note(const std::string& what) {
   if (recent_.size() > kRecentOps) recent_.pop_front();
 }
 
+// statfs always reaches the daemon; a stat may be answered from the kernel's
+// attribute cache even after the connection died.
 bool Worker::mount_gone() {
-  struct stat st;
-  return ::fstatat(root_fd_, ".", &st, 0) != 0 && IsDisconnect(errno);
+  struct statfs st;
+  return ::fstatfs(root_fd_, &st) != 0 && IsDisconnect(errno);
 }
 
 void Worker::diverge(const std::string& what) {
@@ -813,6 +832,22 @@ void Worker::op_write(bool append) {
   note(fmt::format("{} {} obj {} off {} len {} (size {})", append ? "append" : "write", name, o->id, off, len, size));
   std::vector<uint8_t> buf(len);
   Fill(t_, o->id, opno_, off, len, buf.data());
+  if (!append && off + len <= size && chance(15)) {  // through a shared mapping: only inside the file
+    const uint64_t map_off = off / 4096 * 4096, map_len = off + len - map_off;
+    const bool sync = chance(50);
+    note(fmt::format("  via mmap [{}, {}){}", map_off, map_off + map_len, sync ? " + msync" : ""));
+    int fd = open_slot(s, O_RDWR);
+    void* m = ::mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(map_off));
+    if (m == MAP_FAILED) unexpected("mmap " + name, errno);
+    std::memcpy(static_cast<uint8_t*>(m) + (off - map_off), buf.data(), len);
+    if (sync) expect_ok(::msync(m, map_len, MS_SYNC), "msync " + name);
+    expect_ok(::munmap(m, map_len), "munmap " + name);
+    close_fd(fd, name);
+    std::memcpy(o->data.data() + off, buf.data(), len);
+    stats_.bytes_written += len;
+    stats_.ok[kWrite]++;
+    return;
+  }
   int fd = open_slot(s, append ? O_WRONLY | O_APPEND : (chance(50) ? O_WRONLY : O_RDWR));
   if (append) {
     size_t done = 0;
@@ -1049,7 +1084,14 @@ void Worker::op_read() {
   }
   uint64_t size = o->data.size();
   int fd = open_slot(s, O_RDONLY);
-  if (chance(25)) {  // the whole file, and nothing past its end
+  if (size > 0 && chance(8)) {  // the whole file through a shared mapping
+    note(fmt::format("read {} (obj {}) whole via mmap, size {}", name, o->id, size));
+    void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) unexpected("mmap " + name, errno);
+    compare(name, 0, o->data.data(), static_cast<const uint8_t*>(m), size);
+    expect_ok(::munmap(m, size), "munmap " + name);
+    stats_.bytes_read += size;
+  } else if (chance(25)) {  // the whole file, and nothing past its end
     note(fmt::format("read {} (obj {}) whole, size {}", name, o->id, size));
     auto got = read_all(fd, size, "read " + name);
     if (got.size() != size)
@@ -1444,6 +1486,12 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(g_max_size),
               ops ? fmt::format("{} ops", ops).c_str() : fmt::format("{} s", seconds).c_str());
   std::fflush(stdout);
+
+  g_sigbus_root_fd = root;
+  g_sigbus_exit_code = allow_disconnect ? 0 : 3;
+  struct sigaction sa {};
+  sa.sa_handler = OnSigbus;
+  sigaction(SIGBUS, &sa, nullptr);
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (unsigned t = 0; t < all; ++t) workers.push_back(std::make_unique<Worker>(t, root, t >= threads));

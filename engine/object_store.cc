@@ -106,6 +106,10 @@ Status ObjectStore::ensure_loaded(Object& obj) {
   return Status::OK();
 }
 
+void ObjectStore::set_cache(uint64_t capacity_bytes, const std::string& policy) {
+  cache_ = capacity_bytes ? std::make_unique<ChunkCache>(capacity_bytes, NewEvictionPolicy(policy)) : nullptr;
+}
+
 uint64_t ObjectStore::device_offset(const Extent& e) const { return drives_.at(e.segment).data_offset + e.offset; }
 
 Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRecord& rec, uint32_t first,
@@ -165,6 +169,12 @@ Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRe
   return last;
 }
 
+Status ObjectStore::read_old_blocks(const Object& obj, uint64_t index, const ChunkRecord& rec, uint32_t first,
+                                    uint32_t count, char* buf) {
+  if (cache_ && cache_->read(obj.ino, index, first * kBlock, count * kBlock, buf)) return Status::OK();
+  return read_blocks(obj, index, rec, first, count, buf);
+}
+
 Status ObjectStore::rewrite(std::vector<IoRequest>& repairs) {
   SFS_RETURN_IF_ERROR(io_->run(repairs));
   std::lock_guard lock(pending_mu_);
@@ -207,6 +217,7 @@ Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char*
       std::memset(dst, 0, n);
       continue;
     }
+    if (cache_ && cache_->read(obj.ino, index, in_chunk, n, dst)) continue;  // the RAM tier has it
     const uint32_t first = in_chunk / kBlock;
     const uint32_t count = static_cast<uint32_t>(RoundUp(valid_end, kBlock) / kBlock) - first;
     std::memset(dst + size_t{count} * kBlock, 0, n - size_t{count} * kBlock);
@@ -231,6 +242,8 @@ Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char*
     // Bytes of the last block past the chunk's length are stale on disk.
     const uint64_t valid = p.rec->length - uint64_t{p.first} * kBlock;
     if (valid < size_t{p.count} * kBlock) std::memset(p.dst + valid, 0, size_t{p.count} * kBlock - valid);
+    // Admission: a read of a whole chunk's data, which is then known good.
+    if (cache_ && p.first == 0 && p.count == p.rec->blocks()) cache_->insert(obj.ino, p.index, p.dst, p.rec->length);
   }
   return Status::OK();
 }
@@ -437,14 +450,14 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
       p.bytes = p.buf.data();
       Status s;
       if (p.relocated && p.existed && old_blocks > 0) {
-        s = read_blocks(obj, p.piece.index, p.before, 0, old_blocks, p.buf.data());
+        s = read_old_blocks(obj, p.piece.index, p.before, 0, old_blocks, p.buf.data());
       } else if (p.existed) {
         uint32_t head = first, tail = last - 1;
         if (head < old_blocks && (p.piece.offset > head * kBlock || end < (head + 1) * kBlock)) {
-          s = read_blocks(obj, p.piece.index, p.before, head, 1, p.buf.data());
+          s = read_old_blocks(obj, p.piece.index, p.before, head, 1, p.buf.data());
         }
         if (s.ok() && tail != head && tail < old_blocks && end % kBlock != 0) {
-          s = read_blocks(obj, p.piece.index, p.before, tail, 1, p.buf.data() + size_t{tail - first} * kBlock);
+          s = read_old_blocks(obj, p.piece.index, p.before, tail, 1, p.buf.data() + size_t{tail - first} * kBlock);
         }
       }
       if (!s.ok()) {
@@ -488,6 +501,9 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
     for (auto& [index, rec] : intents) obj.chunks[index] = std::move(rec);
     return s;
   };
+  if (cache_) {
+    for (const Plan& p : plans) cache_->erase(obj.ino, p.piece.index);
+  }
   std::vector<IoRequest> reqs;
   for (Plan& p : plans) {
     for (const Extent& e : p.after.replicas) {
@@ -571,6 +587,12 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
   SFS_RETURN_IF_ERROR(committed.status());
   for (uint64_t index : dropped) obj.chunks.erase(index);
   for (auto& [index, rec] : cut) obj.chunks[index] = std::move(rec);
+  if (cache_) {
+    for (uint64_t index : dropped) cache_->erase(obj.ino, index);
+    for (const auto& [index, rec] : obj.chunks) {
+      if (index * obj.chunk_size + rec.length >= size) cache_->erase(obj.ino, index);  // the cut one
+    }
+  }
   release_later(std::move(freed));
   return committed;
 }
@@ -617,6 +639,9 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
                                &txn, false)
                             .status());
     for (uint64_t index : dropped) obj.chunks.erase(index);
+    if (cache_) {
+      for (uint64_t index : dropped) cache_->erase(obj.ino, index);
+    }
     release_later(std::move(freed));
   }
   for (const auto& [from, to] : zero) SFS_RETURN_IF_ERROR(write_zeros(obj, from, to - from));
@@ -725,9 +750,11 @@ Status ObjectStore::reclaim(uint64_t ino) {
   SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
   if (cached) {  // whoever still holds it must not write the reclaimed chunks back
     cached->chunks.clear();
+    if (cache_) cache_->erase_object(ino);
     object_lock.unlock();
     cached.reset();
   }
+  if (cache_) cache_->erase_object(ino);
   forget_if_unused(ino);
   release_later(std::move(freed));
   return Status::OK();

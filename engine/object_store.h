@@ -26,6 +26,7 @@
 
 #include "engine/aligned_buffer.h"
 #include "engine/allocator.h"
+#include "engine/chunk_cache.h"
 #include "engine/io_backend.h"
 #include "engine/placement.h"
 #include "meta/namespace.h"
@@ -116,6 +117,11 @@ class ObjectStore {
   // Readers and writers of obj go on meanwhile; each chunk is checked under
   // the object's shared lock. Call sync() to make the repairs durable.
   Result<ScrubReport> scrub(Object& obj);
+  // Turns the RAM tier's read cache on (capacity_bytes > 0) or off. Call
+  // before the store is used.
+  void set_cache(uint64_t capacity_bytes, const std::string& policy);
+  // Zeros when the cache is off.
+  CacheStats cache_stats() const { return cache_ ? cache_->stats() : CacheStats{}; }
   // Blocks rewritten from another replica since the store opened (by reads and scrubs).
   uint64_t repaired_blocks() const { return repaired_blocks_.load(std::memory_order_relaxed); }
 
@@ -138,6 +144,9 @@ class ObjectStore {
   // good replica, and rewrites the replicas that failed the check from it.
   Status read_blocks(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, uint32_t first, uint32_t count,
                      char* buf);
+  // read_blocks for a read-modify-write: from the RAM tier when it has the chunk.
+  Status read_old_blocks(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, uint32_t first,
+                         uint32_t count, char* buf);
   Status scrub_chunk(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, ScrubReport* report);
   // Writes the repair requests and marks their drives dirty; counts the blocks.
   Status rewrite(std::vector<IoRequest>& repairs);
@@ -169,6 +178,7 @@ class ObjectStore {
   uint64_t pending_bytes_ = 0;       // GUARDED_BY(pending_mu_)
   std::vector<bool> dirty_;          // GUARDED_BY(pending_mu_): drives written since the last flush
   std::atomic<uint64_t> repaired_blocks_{0};
+  std::unique_ptr<ChunkCache> cache_;  // null: the RAM tier is off
 };
 
 }  // namespace stripefs

@@ -439,6 +439,12 @@ Status Pool::check_metadata_room() {
       meta_dir_));
 }
 
+uint64_t Pool::ram_capacity() const {
+  uint64_t total = 0;
+  for (const auto& seg : config_.segments) total += seg.kind == "ram" ? seg.capacity : 0;
+  return total;
+}
+
 uint64_t Pool::drive_capacity() const {
   uint64_t total = 0;
   for (const auto& a : allocators_) total += a ? a->capacity() : 0;
@@ -458,6 +464,8 @@ Result<std::vector<SegmentUsage>> Pool::usage() {
     // Space freed but waiting for the next WAL sync is free to the user: the next allocation that needs it syncs.
     if (seg.kind == "drive" && allocators_[seg.id]) {
       used = seg.capacity - allocators_[seg.id]->free_bytes() - store_->pending_free_bytes(seg.id);
+    } else if (seg.kind == "ram") {
+      used = store_->cache_stats().bytes;  // what the RAM tier holds
     }
     out.push_back({seg.id, seg.kind, seg.path, seg.capacity, used});
   }

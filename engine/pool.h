@@ -83,6 +83,8 @@ class Pool {
   Result<nlohmann::json> usage_json();
   uint64_t drive_capacity() const;
   uint64_t drive_free() const;
+  // Bytes of the RAM segment (0 without one): the RAM tier's capacity.
+  uint64_t ram_capacity() const;
 
   // The metadata directory's file system: RocksDB stops taking any write,
   // deletes included, once it is full. So new data and new names are refused

@@ -17,7 +17,8 @@ struct MountOptions {
   bool degraded = false;  // -o degraded: mount with missing drives left out
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
   unsigned workers = 8;  // threads serving requests
-  std::optional<uint64_t> meta_reserve;  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
+  std::optional<uint64_t> meta_reserve;
+  std::string ram_cache = "s3fifo";  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
 };
 
 // The errno a Status stands for at the FUSE edge.

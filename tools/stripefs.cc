@@ -186,6 +186,9 @@ int RunMount(fs::MountOptions options) {
     spdlog::flush_on(spdlog::level::warn);  // what went wrong is in the file at once
   }
   if (options.meta_reserve) pool.value()->set_metadata_reserve(*options.meta_reserve);
+  if (options.ram_cache != "off" && pool.value()->ram_capacity() > 0) {
+    pool.value()->store().set_cache(pool.value()->ram_capacity(), options.ram_cache);
+  }
   for (const auto& m : pool.value()->missing_drives()) {
     std::cerr << "stripefs: warning: mounting degraded: " << m << "\n";
     spdlog::warn("mounted degraded: {}", m);
@@ -498,7 +501,8 @@ int main(int argc, char** argv) {
   mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
   mount->add_option("-o", opts,
                     "Mount options, comma-separated: degraded (use the pool with a drive missing), "
-                    "workers=N (threads serving requests, 1-256, default 8), meta_reserve=SIZE (free space kept on the "
+                    "workers=N (threads serving requests, 1-256, default 8), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
+                    "whole chunks; default s3fifo), meta_reserve=SIZE (free space kept on the "
                     "metadata directory's file system for deletes; default 64M or a tenth of it), noatime (reads never update "
                     "atime; the default is relatime), or FUSE options such as ro, allow_other")
       ->delimiter(',');
@@ -559,6 +563,12 @@ int main(int argc, char** argv) {
             return 2;
           }
           mo.workers = *n;
+        } else if (o.rfind("ram_cache=", 0) == 0) {
+          mo.ram_cache = o.substr(10);
+          if (mo.ram_cache != "s3fifo" && mo.ram_cache != "lru" && mo.ram_cache != "off") {
+            std::cerr << "stripefs: -o ram_cache= takes s3fifo, lru or off, not '" << mo.ram_cache << "'\n";
+            return 2;
+          }
         } else if (o.rfind("meta_reserve=", 0) == 0) {
           auto size = ParseSize(o.substr(13));
           if (!size.ok()) {

@@ -203,6 +203,9 @@ class ObjectStoreTest : public testing::Test {
     ASSERT_EQ(pwrite(fds_[e.segment], &c, 1, pos), 1);
   }
 
+  // Readers and writers on one shared object and their own objects at once.
+  void RunConcurrentReadersAndWriters();
+
   // The first len bytes of a replica as they are on its drive.
   std::string RawReplica(const meta::Extent& e, size_t len) {
     std::string out(len, '\0');
@@ -568,7 +571,23 @@ TEST_F(ObjectStoreTest, ReclaimTwiceFreesSpaceOnce) {
 // two values inside one block saw a half-applied write. Each thread's own
 // object must read back exactly what it wrote. (Also the ThreadSanitizer run's
 // main subject: see the Makefile's sanitize target.)
-TEST_F(ObjectStoreTest, ConcurrentReadersAndWritersSeeWholeBlocks) {
+// The same with the RAM tier on: whole-file reads fill the cache while
+// writers invalidate it.
+class ConcurrentWithCacheTest : public ObjectStoreTest {
+ protected:
+  void SetUp() override {
+    ObjectStoreTest::SetUp();
+    store_->set_cache(16 << 20, "s3fifo");
+  }
+};
+
+TEST_F(ObjectStoreTest, ConcurrentReadersAndWritersSeeWholeBlocks) { RunConcurrentReadersAndWriters(); }
+TEST_F(ConcurrentWithCacheTest, ConcurrentReadersAndWritersSeeWholeBlocks) {
+  RunConcurrentReadersAndWriters();
+  EXPECT_GT(store_->cache_stats().insertions, 0u) << "the readers filled the cache while writers emptied it";
+}
+
+void ObjectStoreTest::RunConcurrentReadersAndWriters() {
   constexpr uint64_t kShared = 2 * kChunk + 8 * kBlock;  // spans three chunks
   InodeRecord shared = NewFile("shared");
   auto obj = Obj(shared);
@@ -591,7 +610,8 @@ TEST_F(ObjectStoreTest, ConcurrentReadersAndWritersSeeWholeBlocks) {
     threads.emplace_back([&, r] {
       std::mt19937 rng(100 + r);
       while (!stop.load()) {
-        const uint64_t first = rng() % (kShared / kBlock), count = 1 + rng() % 40;
+        const bool whole = rng() % 8 == 0;  // whole chunks: what the RAM tier admits
+        const uint64_t first = whole ? 0 : rng() % (kShared / kBlock), count = whole ? kShared / kBlock : 1 + rng() % 40;
         const uint64_t len = std::min(count, kShared / kBlock - first) * kBlock;
         std::string got(len, '\0');
         if (!store_->read(*obj, first * kBlock, len, got.data()).ok()) ++failed;
@@ -977,6 +997,83 @@ TEST_F(ObjectStoreTest, FullPoolGivesNoSpaceAndStoresNothing) {
   // What fits still goes in.
   ASSERT_TRUE(Write(*obj, size_before, Pattern(2 * kChunk, 42)).ok());
   EXPECT_EQ(TotalFree(), 0u);
+}
+
+}  // namespace
+}  // namespace stripefs
+
+namespace stripefs {
+namespace {
+
+TEST_F(ObjectStoreTest, RamCacheServesRepeatReadsAndChangesInvalidateIt) {
+  store_->set_cache(16 << 20, "s3fifo");
+  InodeRecord f = NewFile("cached");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  std::string d = Pattern(kChunk + 3000, 51);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  EXPECT_EQ(Read(*obj, 0, d.size()), d);  // misses, then both chunks go in
+  EXPECT_EQ(store_->cache_stats().insertions, 2u);
+  auto chunks = Chunks(f.ino);
+  CorruptByte(chunks[0].replicas[0], 10);  // behind the store's back: only a drive read would see it
+  EXPECT_EQ(Read(*obj, 0, d.size()), d) << "served from RAM";
+  EXPECT_EQ(Read(*obj, 5, 100), d.substr(5, 100));
+  EXPECT_GE(store_->cache_stats().hits, 3u);
+
+  std::string patch = Pattern(5000, 52);
+  ASSERT_TRUE(Write(*obj, 8, patch).ok());  // rewrites block 0 and 1 (and so the flipped byte)
+  d.replace(8, patch.size(), patch);
+  EXPECT_EQ(Read(*obj, 0, d.size()), d) << "a write drops the cached chunk";
+  auto t = store_->truncate(*obj, kChunk + 100, 1);
+  ASSERT_TRUE(t.ok());
+  d.resize(kChunk + 100);
+  EXPECT_EQ(Read(*obj, 0, kChunk + 3000).substr(0, d.size()), d);
+  EXPECT_EQ(Read(*obj, kChunk + 100, 2900), std::string(2900, '\0')) << "a truncate drops the cut chunk";
+  ASSERT_TRUE(store_->punch_hole(*obj, 0, kChunk).ok());
+  EXPECT_EQ(Read(*obj, 0, 4096), std::string(4096, '\0')) << "a punched chunk is gone from RAM too";
+
+  obj.reset();
+  auto u = ns_->unlink(meta::kRootIno, "cached");
+  ASSERT_TRUE(u.ok());
+  ASSERT_TRUE(store_->reclaim(f.ino).ok());
+  EXPECT_EQ(store_->cache_stats().bytes, 0u) << "reclaim drops every chunk of the object";
+}
+
+TEST_F(ObjectStoreTest, RamCacheOnRandomOperationsMatchesTheModel) {
+  store_->set_cache(4 * kChunk, "lru");  // smaller than the file: evictions happen
+  InodeRecord f = NewFile("model");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::mt19937_64 rng(77);
+  for (int i = 0; i < 400; ++i) {
+    const uint64_t off = rng() % (5 * kChunk);
+    switch (rng() % 5) {
+      case 0: {
+        std::string data = Pattern(1 + rng() % (kChunk / 2), static_cast<uint32_t>(i));
+        ASSERT_TRUE(Write(*obj, off, data).ok());
+        m.write(off, data);
+        break;
+      }
+      case 1:
+        ASSERT_TRUE(store_->truncate(*obj, off, 1).ok());
+        m.truncate(off);
+        break;
+      case 2:  // the whole file: every chunk goes into the cache, more than fit
+        ASSERT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes)) << "op " << i;
+        break;
+      default: {
+        const size_t len = std::min<size_t>(1 + rng() % (2 * kChunk), m.bytes.size() > off ? m.bytes.size() - off : 0);
+        if (len == 0) break;
+        ASSERT_TRUE(SameBytes(Read(*obj, off, len), m.bytes.substr(off, len))) << "op " << i;
+      }
+    }
+  }
+  ASSERT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+  const CacheStats s = store_->cache_stats();
+  EXPECT_GT(s.hits, 0u);
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_LE(s.bytes, s.capacity);
 }
 
 }  // namespace

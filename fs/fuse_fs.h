@@ -21,9 +21,6 @@ struct MountOptions {
   std::string ram_cache = "s3fifo";  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
 };
 
-// The errno a Status stands for at the FUSE edge.
-int ToErrno(const Status& s);
-
 // Mounts pool at options.mountpoint and serves requests until unmounted or
 // signalled. on_ready is called once the kernel mount exists (before serving).
 // Returns the error that stopped it from mounting, or OK after a clean unmount.

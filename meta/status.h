@@ -76,6 +76,9 @@ class [[nodiscard]] Result {
   std::variant<T, Status> v_;
 };
 
+// The errno a Status stands for, at the edges (FUSE replies, the object API).
+int ToErrno(const Status& s);
+
 }  // namespace stripefs
 
 // Early-return helpers, used so error paths stay one line.

@@ -1,9 +1,9 @@
-// The one place a Status becomes an errno.
+// The one place a Status becomes an errno (at the FUSE edge and the object API).
 #include <cerrno>
 
-#include "fs/fuse_fs.h"
+#include "meta/status.h"
 
-namespace stripefs::fs {
+namespace stripefs {
 
 int ToErrno(const Status& s) {
   switch (s.code()) {
@@ -30,4 +30,4 @@ int ToErrno(const Status& s) {
   return EIO;
 }
 
-}  // namespace stripefs::fs
+}  // namespace stripefs

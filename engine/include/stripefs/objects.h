@@ -1,0 +1,77 @@
+// stripefs object API: the objects of a pool, in-process, without FUSE.
+//
+//   stripefs::api::Error err;
+//   auto pool = stripefs::api::ObjectPool::Open("/srv/pool/meta", {}, &err);
+//   if (!pool) die(err.message);
+//   std::string uri;
+//   pool->put("models/a.bin", bytes, &uri);   // directories are created as needed
+//   std::string back;
+//   pool->get(uri, &back);                    // by URI, or by the same name
+//
+// The pool must not be mounted meanwhile (its metadata store is opened
+// exclusively); what the API writes is visible to the next mount, and what a
+// mount wrote is visible here: it is the same namespace. An ObjectPool is
+// thread-safe. Link with the stripefs_engine library; see
+// examples/object_api_example.cc.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stripefs::api {
+
+// code: 0 on success, otherwise an errno value (ENOENT, ENOSPC, EIO, ...);
+// message says what went wrong.
+struct Error {
+  int code = 0;
+  std::string message;
+  explicit operator bool() const { return code != 0; }
+};
+
+struct Options {
+  std::string ram_cache = "s3fifo";  // the RAM tier: "s3fifo", "lru" or "off"
+  uint64_t ram_cache_bytes = 0;      // 0: the size of the pool's RAM segment
+  bool sync_writes = false;          // put, append and remove return once durable
+};
+
+struct Stats {
+  uint64_t gets = 0, puts = 0, appends = 0, removes = 0, not_found = 0;
+  uint64_t bytes_read = 0, bytes_written = 0;
+  uint64_t cache_hits = 0, cache_misses = 0, cache_evictions = 0, cache_bytes = 0, cache_capacity = 0;
+};
+
+class ObjectPool {
+ public:
+  // Opens the unmounted pool whose metadata directory is meta_dir; null and
+  // *error set when it cannot.
+  static std::unique_ptr<ObjectPool> Open(const std::string& meta_dir, const Options& options, Error* error);
+  virtual ~ObjectPool() = default;
+
+  // Names are paths inside the pool, "a/b/c" ("/a/b/c" is the same). To read,
+  // an object's URI (stripefs://<pool uuid>/<inode>, as put returns it and
+  // `stripefs placement` prints it) works as well.
+
+  // Creates or replaces the object; directories on the way are created.
+  virtual Error put(std::string_view name, std::string_view data, std::string* uri = nullptr) = 0;
+  // Adds data at the end of the object (created if missing).
+  virtual Error append(std::string_view name, std::string_view data) = 0;
+  // The whole object.
+  virtual Error get(std::string_view name, std::string* data) = 0;
+  // Up to length bytes from offset (fewer at the end of the object).
+  virtual Error read(std::string_view name, uint64_t offset, size_t length, std::string* data) = 0;
+  virtual Error remove(std::string_view name) = 0;
+  // The names in directory dir ("" is the root), sorted.
+  virtual Error list(std::string_view dir, std::vector<std::string>* names) = 0;
+  // get() of each name: (*data)[i] and (*errors)[i] belong to names[i].
+  virtual void multi_get(std::span<const std::string> names, std::vector<std::string>* data,
+                         std::vector<Error>* errors) = 0;
+  // Makes everything written so far durable.
+  virtual Error sync() = 0;
+  virtual Stats stats() const = 0;
+};
+
+}  // namespace stripefs::api

@@ -1,0 +1,251 @@
+// The object API (engine/include/stripefs/objects.h) over a Pool opened as a
+// mount would open it: names resolve through the namespace, data goes through
+// the ObjectStore and its RAM tier.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <charconv>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "engine/layout.h"
+#include "engine/pool.h"
+#include "stripefs/objects.h"
+
+namespace stripefs::api {
+namespace {
+
+Error ToError(const Status& s) {
+  if (s.ok()) return {};
+  return {ToErrno(s), s.message()};
+}
+
+// "a//b/c/" -> {"a", "b", "c"}.
+std::vector<std::string_view> Components(std::string_view path) {
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+class ObjectPoolImpl final : public ObjectPool {
+ public:
+  explicit ObjectPoolImpl(std::unique_ptr<Pool> pool, const Options& o) : pool_(std::move(pool)), options_(o) {
+    uri_prefix_ = "stripefs://" + pool_->config().uuid + "/";
+  }
+  Error put(std::string_view name, std::string_view data, std::string* uri) override {
+    auto r = put_or_append(name, data, /*append=*/false);
+    if (!r.ok()) return ToError(r.status());
+    puts_++;
+    if (uri) *uri = r->uri;
+    return {};
+  }
+
+  Error append(std::string_view name, std::string_view data) override {
+    auto r = put_or_append(name, data, /*append=*/true);
+    if (r.ok()) appends_++;
+    return ToError(r.status());
+  }
+
+  Error get(std::string_view name, std::string* data) override { return read_range(name, 0, UINT64_MAX, data); }
+
+  Error read(std::string_view name, uint64_t offset, size_t length, std::string* data) override {
+    return read_range(name, offset, length, data);
+  }
+
+  Error remove(std::string_view name) override {
+    auto parts = Components(name);
+    if (parts.empty()) return {EINVAL, "remove: an object name is needed"};
+    auto parent = resolve_dir(parts, /*create=*/false);
+    if (!parent.ok()) return counted(ToError(parent.status()));
+    auto r = pool_->ns().unlink(*parent, parts.back());
+    if (!r.ok()) return counted(ToError(r.status()));
+    forget(std::string(name));
+    if (r->nlink == 0) {
+      if (Status s = pool_->store().reclaim(r->ino); !s.ok()) return ToError(s);
+    }
+    removes_++;
+    return options_.sync_writes ? ToError(pool_->store().sync()) : Error{};
+  }
+
+  Error list(std::string_view dir, std::vector<std::string>* names) override {
+    auto ino = resolve_dir(Components(dir), false, /*whole=*/true);
+    if (!ino.ok()) return ToError(ino.status());
+    auto entries = pool_->ns().list(*ino);
+    if (!entries.ok()) return ToError(entries.status());
+    names->clear();
+    for (auto& e : entries.value()) names->push_back(std::move(e.name));
+    std::sort(names->begin(), names->end());
+    return {};
+  }
+
+  void multi_get(std::span<const std::string> names, std::vector<std::string>* data,
+                 std::vector<Error>* errors) override {
+    data->resize(names.size());
+    errors->resize(names.size());
+    for (size_t i = 0; i < names.size(); ++i) (*errors)[i] = get(names[i], &(*data)[i]);
+  }
+
+  Error sync() override { return ToError(pool_->store().sync()); }
+
+  Stats stats() const override {
+    Stats s;
+    s.gets = gets_, s.puts = puts_, s.appends = appends_, s.removes = removes_, s.not_found = not_found_;
+    s.bytes_read = bytes_read_, s.bytes_written = bytes_written_;
+    const CacheStats c = pool_->store().cache_stats();
+    s.cache_hits = c.hits, s.cache_misses = c.misses, s.cache_evictions = c.evictions;
+    s.cache_bytes = c.bytes, s.cache_capacity = c.capacity;
+    return s;
+  }
+
+ private:
+  Error counted(Error e) {
+    if (e.code == ENOENT) not_found_++;
+    return e;
+  }
+
+  // The inode a name or URI stands for; names are remembered (forget() on remove).
+  Result<uint64_t> resolve(std::string_view name) {
+    if (name.starts_with(uri_prefix_)) {
+      std::string_view hex = name.substr(uri_prefix_.size());
+      uint64_t ino = 0;
+      auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), ino, 16);
+      if (ec != std::errc() || end != hex.data() + hex.size()) return Status::Invalid(fmt::format("bad URI {}", name));
+      return ino;
+    }
+    if (name.starts_with("stripefs://")) return Status::NotFound(fmt::format("{} is an object of another pool", name));
+    {
+      std::shared_lock lock(names_mu_);
+      if (auto it = names_.find(name); it != names_.end()) return it->second;
+    }
+    auto parts = Components(name);
+    if (parts.empty()) return Status::Invalid("an object name is needed");
+    SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, false));
+    SFS_ASSIGN_OR_RETURN(meta::InodeRecord r, pool_->ns().lookup(dir, parts.back()));
+    std::unique_lock lock(names_mu_);
+    names_.emplace(std::string(name), r.ino);
+    return r.ino;
+  }
+
+  void forget(const std::string& name) {
+    std::unique_lock lock(names_mu_);
+    names_.erase(name);
+  }
+
+  // The directory holding the last component (whole: the directory the whole path names).
+  Result<uint64_t> resolve_dir(const std::vector<std::string_view>& parts, bool create, bool whole = false) {
+    uint64_t at = meta::kRootIno;
+    const size_t n = whole ? parts.size() : parts.size() - 1;
+    for (size_t i = 0; i < n; ++i) {
+      auto r = pool_->ns().lookup(at, parts[i]);
+      if (!r.ok() && r.status().code() == Code::kNotFound && create) {
+        meta::NewInode d;
+        d.mode = S_IFDIR | 0755;
+        SFS_ASSIGN_OR_RETURN(d.xattrs, InheritedLayoutXattrs(pool_->ns(), at));
+        r = pool_->ns().create(at, parts[i], d);
+        if (!r.ok() && r.status().code() == Code::kExists) r = pool_->ns().lookup(at, parts[i]);  // made meanwhile
+      }
+      SFS_RETURN_IF_ERROR(r.status());
+      if (!S_ISDIR(r->mode)) return Status(Code::kNotDirectory, fmt::format("{} is not a directory", parts[i]));
+      at = r->ino;
+    }
+    return at;
+  }
+
+  Result<meta::InodeRecord> put_or_append(std::string_view name, std::string_view data, bool append) {
+    SFS_RETURN_IF_ERROR(pool_->check_metadata_room());
+    auto parts = Components(name);
+    if (parts.empty()) return Status::Invalid("an object name is needed");
+    auto ino = resolve(name);
+    meta::InodeRecord inode;
+    if (ino.ok()) {
+      SFS_ASSIGN_OR_RETURN(inode, pool_->ns().get(*ino));
+      if (!S_ISREG(inode.mode)) return Status(Code::kIsDirectory, fmt::format("{} is not an object", name));
+    } else if (ino.status().code() == Code::kNotFound) {
+      SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, /*create=*/true));
+      SFS_ASSIGN_OR_RETURN(FileLayout layout, LayoutForNewFile(pool_->ns(), dir, pool_->config()));
+      meta::NewInode n;
+      n.mode = S_IFREG | 0644;
+      n.chunk_size = layout.chunk_size;
+      n.strategy = layout.strategy;
+      n.replicas = layout.replicas;
+      auto created = pool_->ns().create(dir, parts.back(), n);
+      if (!created.ok() && created.status().code() == Code::kExists) created = pool_->ns().lookup(dir, parts.back());
+      SFS_RETURN_IF_ERROR(created.status());
+      inode = std::move(created).value();
+    } else {
+      return ino.status();
+    }
+    SFS_ASSIGN_OR_RETURN(auto obj, pool_->store().object(inode));
+    uint64_t offset = append ? inode.size : 0;
+    // A put replaces: cut the old contents first, so what stays is exactly data.
+    if (!append && inode.size > 0) {
+      SFS_ASSIGN_OR_RETURN(inode, pool_->store().truncate(*obj, 0, meta::NowNs()));
+    }
+    if (!data.empty()) {
+      SFS_ASSIGN_OR_RETURN(inode, pool_->store().write(*obj, offset, data.data(), data.size()));
+    }
+    bytes_written_ += data.size();
+    if (options_.sync_writes) SFS_RETURN_IF_ERROR(pool_->store().sync());
+    return inode;
+  }
+
+  Error read_range(std::string_view name, uint64_t offset, uint64_t length, std::string* data) {
+    auto ino = resolve(name);
+    if (!ino.ok()) return counted(ToError(ino.status()));
+    auto inode = pool_->ns().get(*ino);
+    if (!inode.ok()) {
+      if (inode.status().code() == Code::kNotFound) forget(std::string(name));
+      return counted(ToError(inode.status()));
+    }
+    if (!S_ISREG(inode->mode)) return {EISDIR, fmt::format("{} is not an object", name)};
+    auto obj = pool_->store().object(inode.value());
+    if (!obj.ok()) return ToError(obj.status());
+    const uint64_t n = offset >= inode->size ? 0 : std::min(length, inode->size - offset);
+    data->resize(n);
+    if (n) {
+      if (Status s = pool_->store().read(*obj.value(), offset, n, data->data()); !s.ok()) return ToError(s);
+    }
+    gets_++;
+    bytes_read_ += n;
+    return {};
+  }
+
+  std::unique_ptr<Pool> pool_;
+  const Options options_;
+  std::string uri_prefix_;
+  std::shared_mutex names_mu_;
+  struct NameHash {
+    using is_transparent = void;  // look up by string_view without a copy
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, uint64_t, NameHash, std::equal_to<>> names_;  // GUARDED_BY(names_mu_)
+  std::atomic<uint64_t> gets_{0}, puts_{0}, appends_{0}, removes_{0}, not_found_{0}, bytes_read_{0}, bytes_written_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<ObjectPool> ObjectPool::Open(const std::string& meta_dir, const Options& options, Error* error) {
+  if (options.ram_cache != "s3fifo" && options.ram_cache != "lru" && options.ram_cache != "off") {
+    *error = {EINVAL, fmt::format("ram_cache must be s3fifo, lru or off, not '{}'", options.ram_cache)};
+    return nullptr;
+  }
+  auto pool = Pool::Open(meta_dir, Pool::Mode::kMount);
+  if (!pool.ok()) {
+    *error = ToError(pool.status());
+    return nullptr;
+  }
+  const uint64_t cache = options.ram_cache_bytes ? options.ram_cache_bytes : pool.value()->ram_capacity();
+  if (options.ram_cache != "off" && cache > 0) pool.value()->store().set_cache(cache, options.ram_cache);
+  *error = {};
+  return std::make_unique<ObjectPoolImpl>(std::move(pool).value(), options);
+}
+
+}  // namespace stripefs::api

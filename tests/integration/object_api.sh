@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The object API example program on a real pool: it runs on an unmounted
+# pool, is refused while the pool is mounted, shares the namespace with the
+# mount (what one writes the other reads), and leaves fsck clean.
+NO_DEFAULT_POOL=1
+source "$(dirname "$0")/lib.sh"
+EXAMPLE=${OBJECT_API_EXAMPLE:?set OBJECT_API_EXAMPLE to the object_api_example binary}
+
+mkfs_pool
+"$EXAMPLE" "$META" >"$TMP/out" 2>&1 || fail "the example failed: $(cat "$TMP/out")"
+grep -q "^get by uri:  hello, stripefs$" "$TMP/out" || fail "unexpected output: $(cat "$TMP/out")"
+grep -q "^after append: hello, stripefs!$" "$TMP/out" || fail "unexpected output: $(cat "$TMP/out")"
+ok "the example stores, reads by name and URI, appends, lists and removes"
+
+mount_pool
+[[ -d "$MNT/example" ]] || fail "the directory the example made is not there"
+echo "written through the mount" >"$MNT/example/from-mount"
+if "$EXAMPLE" "$META" >"$TMP/out" 2>&1; then fail "the API opened a mounted pool"; fi
+grep -q "in use" "$TMP/out" || fail "the refusal does not say the pool is in use: $(cat "$TMP/out")"
+ok "the API refuses a mounted pool: $(head -1 "$TMP/out")"
+unmount_pool
+
+"$EXAMPLE" "$META" >"$TMP/out" 2>&1 || fail "the example failed on a pool a mount wrote to: $(cat "$TMP/out")"
+grep -q "^example/ holds 2 object(s)$" "$TMP/out" || fail "the API does not see the mount's file: $(cat "$TMP/out")"
+ok "the API sees what the mount wrote (example/ holds 2 objects)"
+mount_pool
+assert_eq "$(cat "$MNT/example/from-mount")" "written through the mount" "the mount's file after the API ran"
+[[ ! -e "$MNT/example/greeting" ]] || fail "the object the example removed is still there"
+unmount_pool
+fsck_pool

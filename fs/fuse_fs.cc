@@ -17,6 +17,7 @@
 
 #include "engine/layout.h"
 #include "fs/fuse_fs.h"
+#include "fs/evictor.h"
 #include "fs/session_loop.h"
 
 namespace stripefs::fs {
@@ -50,6 +51,9 @@ class Frontend {
   Frontend(Pool* pool, bool update_atime) : pool_(pool), update_atime_(update_atime) {}
 
   void set_session(fuse_session* se) { session_ = se; }
+  // Cache mode: null unless mounted with -o on_full=evict.
+  void set_evictor(Evictor* e) { evictor_ = e; }
+  Evictor* evictor() { return evictor_; }
   // Tells the kernel that ino's cached attributes are stale.
   void attributes_changed(uint64_t ino) {
     if (session_) fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);
@@ -99,6 +103,7 @@ class Frontend {
  private:
   Pool* pool_;
   const bool update_atime_;
+  Evictor* evictor_ = nullptr;
   fuse_session* session_ = nullptr;
   std::mutex mu_;
   std::unordered_map<uint64_t, int> opens_;  // GUARDED_BY(mu_)
@@ -275,8 +280,15 @@ Result<InodeRecord> CreateChild(fuse_req_t req, fuse_ino_t parent, const char* n
   return F(req)->ns().create(parent, name, n);
 }
 
+// Cache mode learns every name a regular file gets.
+void Named(fuse_req_t req, const Result<InodeRecord>& r, fuse_ino_t parent, const char* name) {
+  if (Evictor* e = F(req)->evictor(); e && r.ok() && S_ISREG(r->mode)) e->named(r->ino, parent, name, meta::NowNs());
+}
+
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  ReplyEntry(req, CreateChild(req, parent, name, mode, [&](meta::NewInode& n) { n.rdev = rdev; }), "mknod");
+  auto r = CreateChild(req, parent, name, mode, [&](meta::NewInode& n) { n.rdev = rdev; });
+  Named(req, r, parent, name);
+  ReplyEntry(req, r, "mknod");
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
@@ -290,12 +302,15 @@ void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char* name) {
   if (Status room = F(req)->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "link");
-  ReplyEntry(req, F(req)->ns().link(ino, parent, name), "link");
+  auto r = F(req)->ns().link(ino, parent, name);
+  Named(req, r, parent, name);
+  ReplyEntry(req, r, "link");
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto r = F(req)->ns().unlink(parent, name);
   if (Failed(req, r, "unlink")) return;
+  if (Evictor* e = F(req)->evictor()) e->unnamed(parent, name);
   F(req)->maybe_reclaim(r.value());
   fuse_reply_err(req, 0);
 }
@@ -309,6 +324,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
               unsigned int flags) {
   auto r = F(req)->ns().rename(parent, name, newparent, newname, flags);
   if (Failed(req, r, "rename")) return;
+  if (Evictor* e = F(req)->evictor()) e->renamed(parent, name, newparent, newname, flags & RENAME_EXCHANGE);
   if (r.value()) F(req)->maybe_reclaim(*r.value());
   fuse_reply_err(req, 0);
 }
@@ -352,6 +368,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   auto r = CreateChild(req, parent, name, S_IFREG | (mode & 07777));
   if (Failed(req, r, "create")) return;
+  Named(req, r, parent, name);
   OpenFile(req, r.value(), fi, true);
 }
 
@@ -368,13 +385,22 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   if (Failed(req, bytes, "read")) return;
   fuse_reply_buf(req, bytes.value(), size);
   f->maybe_touch_atime(r.value());
+  if (Evictor* e = f->evictor()) e->accessed(ino);
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   if (Status room = F(req)->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "write");
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   auto r = F(req)->store().write(*h->obj, static_cast<uint64_t>(off), buf, size);
+  // Cache mode: no room is a reason to evict, not to fail. Room for a whole
+  // chunk on every replica, as a write reserves.
+  Evictor* e = F(req)->evictor();
+  for (int attempt = 0; e && attempt < 3 && !r.ok() && r.status().code() == Code::kNoSpace; ++attempt) {
+    if (!e->make_room(size + uint64_t{h->obj->chunk_size} * h->obj->replicas)) break;
+    r = F(req)->store().write(*h->obj, static_cast<uint64_t>(off), buf, size);
+  }
   if (Failed(req, r, "write")) return;
+  if (e) e->accessed(ino);
   fuse_reply_write(req, size);
 }
 
@@ -676,13 +702,31 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
     return Status::IOError("cannot install signal handlers");
   }
   frontend.set_session(se);
+  std::unique_ptr<Evictor> evictor;
+  if (options.evict) {
+    Evictor::Hooks hooks{
+        [&](uint64_t ino) { return frontend.is_open(ino); },
+        [&](const InodeRecord& r) { frontend.maybe_reclaim(r); },
+        [se](uint64_t parent, const std::string& name) {
+          fuse_lowlevel_notify_inval_entry(se, parent, name.c_str(), name.size());
+        }};
+    evictor = std::make_unique<Evictor>(pool, options.evictor, std::move(hooks));
+    if (Status s = evictor->load(); !s.ok()) {
+      fuse_remove_signal_handlers(se);
+      fuse_session_destroy(se);
+      return Status(s.code(), "cache mode: " + s.message());
+    }
+    frontend.set_evictor(evictor.get());
+  }
   if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return Status::IOError("cannot mount at " + options.mountpoint);
   }
   on_ready();
+  if (evictor) evictor->start();
   RunWorkers(se, options.workers);
+  evictor.reset();  // stopped before the session it notifies goes away
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/pool.h"
+#include "fs/evictor.h"
 
 namespace stripefs::fs {
 
@@ -18,7 +19,9 @@ struct MountOptions {
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
   unsigned workers = 8;  // threads serving requests
   std::optional<uint64_t> meta_reserve;
-  std::string ram_cache = "s3fifo";  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
+  std::string ram_cache = "s3fifo";
+  bool evict = false;         // -o on_full=evict: cache mode (see fs/evictor.h)
+  EvictorOptions evictor;     // -o evict_high=PCT,evict_low=PCT  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
 };
 
 // Mounts pool at options.mountpoint and serves requests until unmounted or

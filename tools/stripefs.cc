@@ -501,7 +501,9 @@ int main(int argc, char** argv) {
   mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
   mount->add_option("-o", opts,
                     "Mount options, comma-separated: degraded (use the pool with a drive missing), "
-                    "workers=N (threads serving requests, 1-256, default 8), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
+                    "workers=N (threads serving requests, 1-256, default 8), on_full=evict|enospc (cache mode: evict least recently used files "
+                    "instead of failing when full; evict_high=PCT and evict_low=PCT set when, default 90 and 80; "
+                    "a file with xattr user.stripefs.pin=1 stays), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
                     "whole chunks; default s3fifo), meta_reserve=SIZE (free space kept on the "
                     "metadata directory's file system for deletes; default 64M or a tenth of it), noatime (reads never update "
                     "atime; the default is relatime), or FUSE options such as ro, allow_other")
@@ -563,6 +565,21 @@ int main(int argc, char** argv) {
             return 2;
           }
           mo.workers = *n;
+        } else if (o.rfind("on_full=", 0) == 0) {
+          const std::string v = o.substr(8);
+          if (v != "evict" && v != "enospc") {
+            std::cerr << "stripefs: -o on_full= takes evict or enospc, not '" << v << "'\n";
+            return 2;
+          }
+          mo.evict = v == "evict";
+        } else if (o.rfind("evict_high=", 0) == 0 || o.rfind("evict_low=", 0) == 0) {
+          const bool high = o[6] == 'h';
+          auto pct = ParseCount(o.substr(high ? 11 : 10), 1, 99);
+          if (!pct) {
+            std::cerr << "stripefs: -o " << o.substr(0, high ? 11 : 10) << "PCT needs a whole percentage from 1 to 99\n";
+            return 2;
+          }
+          (high ? mo.evictor.high_watermark : mo.evictor.low_watermark) = *pct / 100.0;
         } else if (o.rfind("ram_cache=", 0) == 0) {
           mo.ram_cache = o.substr(10);
           if (mo.ram_cache != "s3fifo" && mo.ram_cache != "lru" && mo.ram_cache != "off") {
@@ -581,6 +598,10 @@ int main(int argc, char** argv) {
         } else if (o != "defaults" && o != "rw" && !o.empty()) {
           mo.fuse_options.push_back(o);
         }
+      }
+      if (mo.evictor.low_watermark >= mo.evictor.high_watermark) {
+        std::cerr << "stripefs: -o evict_low must be below evict_high\n";
+        return 2;
       }
       return RunMount(mo);
     }

@@ -11,13 +11,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <thread>
 #include <mutex>
 #include <unordered_map>
 
 #include "engine/layout.h"
 #include "fs/fuse_fs.h"
 #include "fs/evictor.h"
+#include "fs/request_stats.h"
 #include "fs/session_loop.h"
 
 namespace stripefs::fs {
@@ -37,6 +41,8 @@ constexpr const char* kDfXattr = "user.stripefs.df";
 constexpr const char* kScrubXattr = "user.stripefs.scrub";
 // The kernel passes at most 64 KiB of xattr value: a report lists this many bad chunks.
 constexpr size_t kScrubLinesMax = 200;
+// Reading it answers the mount's stats document (what `stripefs stats` prints).
+constexpr const char* kStatsXattr = "user.stripefs.stats";
 
 struct FileHandle {
   std::shared_ptr<ObjectStore::Object> obj;
@@ -54,6 +60,31 @@ class Frontend {
   // Cache mode: null unless mounted with -o on_full=evict.
   void set_evictor(Evictor* e) { evictor_ = e; }
   Evictor* evictor() { return evictor_; }
+  RequestStats& requests() { return requests_; }
+  void count_error(int err) {
+    if (err == EIO) eio_.fetch_add(1, std::memory_order_relaxed);
+    if (err == ENOSPC) enospc_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // The stats document: `stripefs stats --json`, the metrics file.
+  Result<nlohmann::json> stats_json() {
+    nlohmann::json j;
+    j["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    j["requests"] = requests_.json();
+    j["errors"] = {{"EIO", eio_.load()}, {"ENOSPC", enospc_.load()}};
+    const CacheStats c = store().cache_stats();
+    j["cache"] = {{"capacity", c.capacity}, {"bytes", c.bytes},           {"entries", c.entries},
+                  {"hits", c.hits},         {"misses", c.misses},         {"insertions", c.insertions},
+                  {"evictions", c.evictions}};
+    j["dirty_bytes"] = 0;  // no write-back buffer: a write returns once its data is on the drives
+    const EvictorStats e = evictor_ ? evictor_->stats() : EvictorStats{};
+    j["eviction"] = {{"mode", evictor_ ? "evict" : "enospc"}, {"objects", e.objects}, {"bytes", e.bytes}};
+    j["repaired_blocks"] = store().repaired_blocks();
+    SFS_ASSIGN_OR_RETURN(nlohmann::json usage, pool().usage_json());
+    j["segments"] = usage["segments"];
+    j["metadata"] = usage["metadata"];
+    return j;
+  }
   // Tells the kernel that ino's cached attributes are stale.
   void attributes_changed(uint64_t ino) {
     if (session_) fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);
@@ -104,6 +135,9 @@ class Frontend {
   Pool* pool_;
   const bool update_atime_;
   Evictor* evictor_ = nullptr;
+  RequestStats requests_;
+  std::atomic<uint64_t> eio_{0}, enospc_{0};
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   fuse_session* session_ = nullptr;
   std::mutex mu_;
   std::unordered_map<uint64_t, int> opens_;  // GUARDED_BY(mu_)
@@ -150,6 +184,7 @@ fuse_entry_param ToEntry(const InodeRecord& r) {
 // Replies with the errno of s, logging what the user cannot see from errno alone.
 void ReplyError(fuse_req_t req, const Status& s, const char* op) {
   int err = ToErrno(s);
+  F(req)->count_error(err);
   if (err == EIO || err == ENOSPC) spdlog::error("{}: {}", op, s.message());
   fuse_reply_err(req, err);
 }
@@ -539,7 +574,7 @@ bool IsUserXattr(const char* name) { return std::strncmp(name, "user.", 5) == 0;
 
 bool IsVirtualXattr(const char* name) {
   return std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0 ||
-         std::strcmp(name, kScrubXattr) == 0 || name == kLayoutXattr;
+         std::strcmp(name, kScrubXattr) == 0 || std::strcmp(name, kStatsXattr) == 0 || name == kLayoutXattr;
 }
 
 Result<std::string> ScrubFile(Frontend* f, fuse_ino_t ino) {
@@ -581,6 +616,10 @@ Result<std::string> VirtualXattr(Frontend* f, fuse_ino_t ino, const char* name) 
     return j.dump();
   }
   if (std::strcmp(name, kScrubXattr) == 0) return ScrubFile(f, ino);
+  if (std::strcmp(name, kStatsXattr) == 0) {
+    SFS_ASSIGN_OR_RETURN(nlohmann::json j, f->stats_json());
+    return j.dump();
+  }
   SFS_ASSIGN_OR_RETURN(auto usage, f->pool().usage_json());
   return usage.dump();
 }
@@ -642,6 +681,55 @@ void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   Status s = F(req)->ns().removexattr(ino, name);
   fuse_reply_err(req, ToErrno(s));
 }
+
+// -o metrics=FILE: the stats in the Prometheus text format, rewritten every
+// 5 s (and at unmount) by replacing the file, so a reader never sees half.
+class MetricsWriter {
+ public:
+  MetricsWriter(Frontend* f, std::string path) : f_(f), path_(std::move(path)) {
+    if (!path_.empty()) thread_ = std::thread([this] { run(); });
+  }
+  ~MetricsWriter() { stop(); }
+  void stop() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+    write();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      write();
+      lock.lock();
+      wake_.wait_for(lock, std::chrono::seconds(5), [&] { return stop_; });
+    }
+  }
+  void write() {
+    auto j = f_->stats_json();
+    if (!j.ok()) return spdlog::warn("metrics: {}", j.status().message());
+    const std::string tmp = path_ + ".tmp";
+    FILE* out = fopen(tmp.c_str(), "w");
+    if (!out) return spdlog::warn("metrics: cannot write {}: {}", tmp, strerror(errno));
+    const std::string text = PrometheusText(j.value());
+    const bool written = fwrite(text.data(), 1, text.size(), out) == text.size();
+    if (fclose(out) != 0 || !written || rename(tmp.c_str(), path_.c_str()) != 0) {
+      spdlog::warn("metrics: cannot write {}: {}", path_, strerror(errno));
+    }
+  }
+  Frontend* f_;
+  const std::string path_;
+  std::mutex mu_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  std::condition_variable wake_;
+  std::thread thread_;
+};
 
 fuse_lowlevel_ops MakeOps() {
   fuse_lowlevel_ops ops{};
@@ -725,7 +813,9 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
   }
   on_ready();
   if (evictor) evictor->start();
-  RunWorkers(se, options.workers);
+  MetricsWriter metrics(&frontend, options.metrics_file);
+  RunWorkers(se, options.workers, &frontend.requests());
+  metrics.stop();
   evictor.reset();  // stopped before the session it notifies goes away
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

@@ -21,7 +21,8 @@ struct MountOptions {
   std::optional<uint64_t> meta_reserve;
   std::string ram_cache = "s3fifo";
   bool evict = false;         // -o on_full=evict: cache mode (see fs/evictor.h)
-  EvictorOptions evictor;     // -o evict_high=PCT,evict_low=PCT  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
+  EvictorOptions evictor;     // -o evict_high=PCT,evict_low=PCT
+  std::string metrics_file;   // -o metrics=FILE: Prometheus text, refreshed every 5 s  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
 };
 
 // Mounts pool at options.mountpoint and serves requests until unmounted or

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "fs/request_stats.h"
+
 namespace stripefs::fs {
 namespace {
 
@@ -24,7 +26,15 @@ constexpr size_t kWriteHeader = sizeof(fuse_in_header) + sizeof(fuse_write_in);
 // libfuse reads up to 256 pages of payload plus a 4 KiB header area per request.
 constexpr size_t kRequestBuffer = (256u << 12) + 4096;
 
-void Work(fuse_session* se) {
+// The payload a READ or WRITE request moves, from its header.
+uint64_t PayloadBytes(const fuse_buf& buf) {
+  const auto* in = static_cast<const fuse_in_header*>(buf.mem);
+  if (in->opcode == FUSE_READ) return static_cast<const fuse_read_in*>(static_cast<const void*>(in + 1))->size;
+  if (in->opcode == FUSE_WRITE) return static_cast<const fuse_write_in*>(static_cast<const void*>(in + 1))->size;
+  return 0;
+}
+
+void Work(fuse_session* se, RequestStats* stats) {
   void* base = nullptr;
   if (posix_memalign(&base, 4096, kRequestBuffer + 4096) != 0) {
     spdlog::critical("cannot allocate a request buffer; worker not started");
@@ -37,7 +47,16 @@ void Work(fuse_session* se) {
     int res = fuse_session_receive_buf(se, &buf);
     if (res == -EINTR) continue;
     if (res <= 0) break;  // unmounted (the session is marked exited) or a device error
+    if (!stats) {
+      fuse_session_process_buf(se, &buf);
+      continue;
+    }
+    const uint32_t opcode = static_cast<const fuse_in_header*>(buf.mem)->opcode;
+    const uint64_t bytes = PayloadBytes(buf);
+    const auto start = std::chrono::steady_clock::now();
     fuse_session_process_buf(se, &buf);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    stats->record(opcode, bytes, static_cast<uint64_t>(ns.count()));
   }
   std::free(base);
 }
@@ -51,7 +70,7 @@ void Work(fuse_session* se) {
 // then unmounts, which ends the other workers' reads.
 }  // namespace
 
-void RunWorkers(fuse_session* se, unsigned count) {
+void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats) {
   // SIGUSR1 interrupts a worker's read of /dev/fuse at shutdown (see below);
   // without SA_RESTART the read returns EINTR and the worker sees the exit.
   struct sigaction kick {};
@@ -67,13 +86,13 @@ void RunWorkers(fuse_session* se, unsigned count) {
   std::vector<std::thread> workers;
   for (unsigned i = 1; i < std::max(count, 1u); ++i) {
     ++running;
-    workers.emplace_back([se, &running] {
-      Work(se);
+    workers.emplace_back([se, stats, &running] {
+      Work(se, stats);
       --running;
     });
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  Work(se);
+  Work(se, stats);
   fuse_session_exit(se);
   fuse_session_unmount(se);
   // After an unmount by the user every read fails with ENODEV. After a signal

@@ -7,8 +7,11 @@
 
 namespace stripefs::fs {
 
+class RequestStats;
+
 // Serves se's requests on `count` threads (the caller's among them) until
 // unmounted or signalled; after a signal, unmounts and stops every worker.
-void RunWorkers(fuse_session* se, unsigned count);
+// With stats, every request's kind, payload and time are recorded there.
+void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats = nullptr);
 
 }  // namespace stripefs::fs

@@ -1,4 +1,4 @@
-// The stripefs command: mkfs, mount, placement, df, fsck, scrub, replace-drive.
+// The stripefs command: mkfs, mount, placement, df, fsck, scrub, replace-drive, stats.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -452,6 +452,55 @@ int RunReplaceDrive(const std::string& meta_dir, uint32_t id, const std::string&
   return PrintScrub(report, files, json);
 }
 
+// ---- stats ----
+
+void PrintStats(const nlohmann::json& j) {
+  fmt::print("up {:.0f} s\n", j["uptime_s"].get<double>());
+  fmt::print("{:<12} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10}\n", "request", "count", "bytes", "p50 us", "p90 us",
+             "p99 us", "max us");
+  for (const auto& [kind, r] : j["requests"].items()) {
+    fmt::print("{:<12} {:>10} {:>10} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.1f}\n", kind, r["count"].get<uint64_t>(),
+               Human(r["bytes"].get<uint64_t>()), r["p50_us"].get<double>(), r["p90_us"].get<double>(),
+               r["p99_us"].get<double>(), r["max_us"].get<double>());
+  }
+  const auto& c = j["cache"];
+  fmt::print("RAM tier: {} of {} in {} chunks; hits {}, misses {}, evictions {}\n", Human(c["bytes"].get<uint64_t>()),
+             Human(c["capacity"].get<uint64_t>()), c["entries"].get<uint64_t>(), c["hits"].get<uint64_t>(),
+             c["misses"].get<uint64_t>(), c["evictions"].get<uint64_t>());
+  const auto& e = j["eviction"];
+  fmt::print("on full: {}; files evicted {} ({}); dirty bytes {}; blocks repaired {}; errors EIO {}, ENOSPC {}\n",
+             e["mode"].get<std::string>(), e["objects"].get<uint64_t>(), Human(e["bytes"].get<uint64_t>()),
+             j["dirty_bytes"].get<uint64_t>(), j["repaired_blocks"].get<uint64_t>(), j["errors"]["EIO"].get<uint64_t>(),
+             j["errors"]["ENOSPC"].get<uint64_t>());
+  for (const auto& seg : j["segments"]) {
+    fmt::print("segment {} {:5} {:>9} used of {:>9}  {}\n", seg["id"].get<uint32_t>(), seg["kind"].get<std::string>(),
+               Human(seg["used"].get<uint64_t>()), Human(seg["capacity"].get<uint64_t>()),
+               seg["path"].get<std::string>());
+  }
+}
+
+int RunStats(const std::string& mountpoint, bool json, double watch) {
+  for (;;) {
+    auto v = LiveXattr(mountpoint, "user.stripefs.stats", 64 << 10);
+    if (!v.ok()) {
+      std::error_code ec;
+      if (!std::filesystem::exists(mountpoint, ec)) return Fail(fmt::format("{}: no such file or directory", mountpoint));
+      return Fail(fmt::format("{} is not a stripefs mountpoint ({})", mountpoint, v.status().message()));
+    }
+    auto j = nlohmann::json::parse(v.value(), nullptr, false);
+    if (j.is_discarded()) return Fail("the daemon's stats answer is not JSON");
+    if (json) {
+      fmt::print("{}\n", j.dump());
+    } else {
+      PrintStats(j);
+    }
+    if (watch <= 0) return 0;
+    std::fflush(stdout);
+    usleep(static_cast<useconds_t>(watch * 1e6));
+    if (!json) fmt::print("\n");
+  }
+}
+
 int RunFsck(const std::string& meta_dir, bool verify) {
   auto pool = Pool::Open(meta_dir, Pool::Mode::kCheck);
   if (!pool.ok()) {
@@ -501,7 +550,8 @@ int main(int argc, char** argv) {
   mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
   mount->add_option("-o", opts,
                     "Mount options, comma-separated: degraded (use the pool with a drive missing), "
-                    "workers=N (threads serving requests, 1-256, default 8), on_full=evict|enospc (cache mode: evict least recently used files "
+                    "workers=N (threads serving requests, 1-256, default 8), metrics=FILE (the stats in Prometheus text format, "
+                    "rewritten every 5 s), on_full=evict|enospc (cache mode: evict least recently used files "
                     "instead of failing when full; evict_high=PCT and evict_low=PCT set when, default 90 and 80; "
                     "a file with xattr user.stripefs.pin=1 stays), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
                     "whole chunks; default s3fifo), meta_reserve=SIZE (free space kept on the "
@@ -528,6 +578,14 @@ int main(int argc, char** argv) {
   auto* fsck = app.add_subcommand("fsck", "Check an unmounted pool; lists every problem and exits non-zero if any");
   fsck->add_option("DIR", fsck_dir, "The pool's metadata directory")->required();
   fsck->add_flag("--verify", verify, "Also read every block and check its checksum");
+
+  std::string stats_target;
+  bool stats_json = false;
+  double stats_watch = 0;
+  auto* stats = app.add_subcommand("stats", "Requests, latency percentiles, RAM tier, evictions and space of a mount");
+  stats->add_option("MOUNTPOINT", stats_target, "A stripefs mountpoint")->required();
+  stats->add_flag("--json", stats_json, "Print JSON (one document per line with --watch)");
+  stats->add_option("--watch", stats_watch, "Print again every SECONDS until interrupted")->check(CLI::Range(0.1, 3600.0));
 
   std::string scrub_target;
   bool scrub_json = false;
@@ -580,6 +638,14 @@ int main(int argc, char** argv) {
             return 2;
           }
           (high ? mo.evictor.high_watermark : mo.evictor.low_watermark) = *pct / 100.0;
+        } else if (o.rfind("metrics=", 0) == 0) {
+          mo.metrics_file = o.substr(8);
+          if (mo.metrics_file.empty()) {
+            std::cerr << "stripefs: -o metrics=FILE needs a file name\n";
+            return 2;
+          }
+          std::error_code ec;
+          mo.metrics_file = std::filesystem::absolute(mo.metrics_file, ec).string();  // the daemon runs in /
         } else if (o.rfind("ram_cache=", 0) == 0) {
           mo.ram_cache = o.substr(10);
           if (mo.ram_cache != "s3fifo" && mo.ram_cache != "lru" && mo.ram_cache != "off") {
@@ -609,6 +675,7 @@ int main(int argc, char** argv) {
     if (*df) return RunDf(target, df_json);
     if (*fsck) return RunFsck(fsck_dir, verify);
     if (*scrub) return RunScrub(scrub_target, scrub_json);
+    if (*stats) return RunStats(stats_target, stats_json, stats_watch);
     if (*replace) return RunReplaceDrive(replace_dir, replace_id, replace_path, replace_force, replace_json);
   } catch (const std::exception& e) {
     std::cerr << "stripefs: " << e.what() << "\n";

@@ -31,6 +31,8 @@ oldest_left=$(ls "$MNT/d" | head -1)
 newest_gone=$(comm -23 <(seq -f 'f%03g' 1 600) <(ls "$MNT/d") | tail -1)
 [[ "$newest_gone" < "$oldest_left" ]] || fail "eviction was not oldest first: $newest_gone gone while $oldest_left stays"
 ok "evicted oldest first: everything up to $newest_gone gone, from $oldest_left on present"
+evicted=$("$STRIPEFS" stats "$MNT" --json | json 'd["eviction"]["objects"]')
+assert_eq "$evicted" "$((600 - left))" "files evicted, as stripefs stats counts them"
 unmount_pool
 fsck_pool
 MOUNT_OPTS=()

@@ -1,0 +1,163 @@
+// RequestStats: see request_stats.h.
+#include "fs/request_stats.h"
+
+#include <linux/fuse.h>
+
+#include <bit>
+#include <cmath>
+
+namespace stripefs::fs {
+namespace {
+
+const char* KindName(uint32_t op) {
+  switch (op) {
+    case FUSE_LOOKUP: return "lookup";
+    case FUSE_GETATTR: return "getattr";
+    case FUSE_SETATTR: return "setattr";
+    case FUSE_READLINK: return "readlink";
+    case FUSE_SYMLINK: return "symlink";
+    case FUSE_MKNOD: return "mknod";
+    case FUSE_MKDIR: return "mkdir";
+    case FUSE_UNLINK: return "unlink";
+    case FUSE_RMDIR: return "rmdir";
+    case FUSE_RENAME: case FUSE_RENAME2: return "rename";
+    case FUSE_LINK: return "link";
+    case FUSE_OPEN: return "open";
+    case FUSE_READ: return "read";
+    case FUSE_WRITE: return "write";
+    case FUSE_STATFS: return "statfs";
+    case FUSE_RELEASE: return "release";
+    case FUSE_FSYNC: return "fsync";
+    case FUSE_SETXATTR: return "setxattr";
+    case FUSE_GETXATTR: return "getxattr";
+    case FUSE_LISTXATTR: return "listxattr";
+    case FUSE_REMOVEXATTR: return "removexattr";
+    case FUSE_FLUSH: return "flush";
+    case FUSE_OPENDIR: return "opendir";
+    case FUSE_READDIR: return "readdir";
+    case FUSE_READDIRPLUS: return "readdirplus";
+    case FUSE_RELEASEDIR: return "releasedir";
+    case FUSE_FSYNCDIR: return "fsyncdir";
+    case FUSE_CREATE: return "create";
+    case FUSE_FALLOCATE: return "fallocate";
+    case FUSE_LSEEK: return "lseek";
+    case FUSE_FORGET: case FUSE_BATCH_FORGET: return "forget";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+int RequestStats::Bucket(uint64_t ns) {
+  if (ns < 64) return 0;
+  const int log2 = 63 - std::countl_zero(ns);                   // 6 for 64..127
+  const int quarter = static_cast<int>((ns >> (log2 - 2)) & 3);  // which quarter of the power of two
+  return std::min(kBuckets - 1, (log2 - 6) * 4 + quarter + 1);
+}
+
+double RequestStats::BucketUpperUs(int b) {
+  if (b == 0) return 0.064;
+  const int log2 = (b - 1) / 4 + 6, quarter = (b - 1) % 4;
+  return std::ldexp(1.0 + (quarter + 1) / 4.0, log2) / 1000.0;
+}
+
+void RequestStats::record(uint32_t opcode, uint64_t bytes, uint64_t ns) {
+  Kind& k = kinds_[opcode < kKinds ? opcode : 0];
+  k.count.fetch_add(1, std::memory_order_relaxed);
+  k.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  k.buckets[Bucket(ns)].fetch_add(1, std::memory_order_relaxed);
+  uint64_t max = k.max_ns.load(std::memory_order_relaxed);
+  while (ns > max && !k.max_ns.compare_exchange_weak(max, ns, std::memory_order_relaxed)) {
+  }
+}
+
+nlohmann::json RequestStats::json() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (uint32_t op = 0; op < kKinds; ++op) {
+    const Kind& k = kinds_[op];
+    const uint64_t count = k.count.load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    const char* name = op == 0 ? "other" : KindName(op);
+    if (!name) name = "other";
+    std::array<uint64_t, kBuckets> b;
+    uint64_t total = 0;
+    for (int i = 0; i < kBuckets; ++i) total += b[i] = k.buckets[i].load(std::memory_order_relaxed);
+    const double max_us = static_cast<double>(k.max_ns.load(std::memory_order_relaxed)) / 1000.0;
+    auto percentile = [&](double p) {  // the bucket's upper edge, but never above the largest seen
+      uint64_t seen = 0;
+      for (int i = 0; i < kBuckets; ++i) {
+        seen += b[i];
+        if (seen >= p * total) return std::min(BucketUpperUs(i), max_us);
+      }
+      return max_us;
+    };
+    nlohmann::json& j = out[name];
+    if (j.is_null()) j = nlohmann::json::object();
+    auto add = [&](const char* key, uint64_t v) { j[key] = j.value(key, uint64_t{0}) + v; };
+    add("count", count);
+    add("bytes", k.bytes.load(std::memory_order_relaxed));
+    // Percentiles are the upper edge of the bucket (within 25 %); kinds that
+    // share a name (rename, rename2) keep the figures of the busier one.
+    if (count >= j.value("percentile_count", uint64_t{0})) {
+      j["percentile_count"] = count;
+      j["p50_us"] = percentile(0.50);
+      j["p90_us"] = percentile(0.90);
+      j["p99_us"] = percentile(0.99);
+      j["max_us"] = max_us;
+    }
+  }
+  for (auto& [name, j] : out.items()) j.erase("percentile_count");
+  return out;
+}
+
+std::string PrometheusText(const nlohmann::json& st) {
+  std::string out;
+  auto metric = [&](const std::string& name, const char* type, const char* help) {
+    out += "# HELP stripefs_" + name + " " + help + "\n# TYPE stripefs_" + name + " " + type + "\n";
+  };
+  auto sample = [&](const std::string& name, const std::string& labels, const nlohmann::json& v) {
+    out += "stripefs_" + name + (labels.empty() ? "" : "{" + labels + "}") + " " + v.dump() + "\n";
+  };
+  const auto& req = st.at("requests");
+  metric("requests_total", "counter", "FUSE requests served, by kind");
+  for (const auto& [kind, r] : req.items()) sample("requests_total", "kind=\"" + kind + "\"", r.at("count"));
+  metric("request_bytes_total", "counter", "Bytes read or written by requests, by kind");
+  for (const auto& [kind, r] : req.items()) {
+    if (r.at("bytes").get<uint64_t>() > 0) sample("request_bytes_total", "kind=\"" + kind + "\"", r.at("bytes"));
+  }
+  metric("request_latency_microseconds", "gauge", "Request latency percentiles since mount, by kind");
+  for (const auto& [kind, r] : req.items()) {
+    for (const auto& [q, key] : {std::pair{"0.5", "p50_us"}, {"0.9", "p90_us"}, {"0.99", "p99_us"}, {"1", "max_us"}}) {
+      sample("request_latency_microseconds", "kind=\"" + kind + "\",quantile=\"" + q + "\"", r.at(key));
+    }
+  }
+  const auto& c = st.at("cache");
+  for (const char* k : {"hits", "misses", "insertions", "evictions"}) {
+    metric(std::string("cache_") + k + "_total", "counter", "RAM tier read cache events");
+    sample(std::string("cache_") + k + "_total", "", c.at(k));
+  }
+  metric("cache_bytes", "gauge", "Bytes held by the RAM tier");
+  sample("cache_bytes", "", c.at("bytes"));
+  metric("cache_capacity_bytes", "gauge", "Capacity of the RAM tier");
+  sample("cache_capacity_bytes", "", c.at("capacity"));
+  metric("dirty_bytes", "gauge", "Written bytes not yet on the drives");
+  sample("dirty_bytes", "", st.at("dirty_bytes"));
+  metric("evicted_objects_total", "counter", "Files evicted in cache mode");
+  sample("evicted_objects_total", "", st.at("eviction").at("objects"));
+  metric("repaired_blocks_total", "counter", "Blocks rewritten from an intact replica");
+  sample("repaired_blocks_total", "", st.at("repaired_blocks"));
+  metric("errors_total", "counter", "Requests answered with EIO or ENOSPC");
+  for (const auto& [e, n] : st.at("errors").items()) sample("errors_total", "errno=\"" + e + "\"", n);
+  for (const char* field : {"capacity", "used"}) {
+    const std::string name = std::string("segment_") + field + "_bytes";
+    metric(name, "gauge", field[0] == 'c' ? "Capacity of each segment" : "Used bytes of each segment");
+    for (const auto& seg : st.at("segments")) {
+      sample(name, "segment=\"" + std::to_string(seg.at("id").get<uint32_t>()) + "\",kind=\"" +
+                       seg.at("kind").get<std::string>() + "\"",
+             seg.at(field));
+    }
+  }
+  return out;
+}
+
+}  // namespace stripefs::fs

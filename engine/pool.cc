@@ -345,13 +345,62 @@ Status Pool::rebuild_allocators() {
   return bad;
 }
 
+Result<uint32_t> Pool::AddDrive(const std::string& meta_dir, const DriveSpec& drive, bool force) {
+  SFS_ASSIGN_OR_RETURN(auto pool, Open(meta_dir, Mode::kCheck));
+  meta::PoolConfig config = pool->config_;
+  std::error_code ec;
+  const std::string path = std::filesystem::absolute(drive.path, ec).string();
+  for (const auto& other : config.segments) {
+    if (other.kind == "drive" && std::filesystem::equivalent(other.path, path, ec)) {
+      return Status::Invalid(fmt::format("{} is drive {} of this pool already", drive.path, other.id));
+    }
+  }
+  int fd = open(drive.path.c_str(), O_RDWR | O_CLOEXEC | (drive.size ? O_CREAT : 0), 0600);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return Status::NotFound(fmt::format("drive {} does not exist (give a size, PATH:SIZE, to create it)", drive.path));
+    }
+    return Status::IOError(fmt::format("cannot open drive {}: {}", drive.path, strerror(errno)));
+  }
+  auto close_fd = std::unique_ptr<int, void (*)(int*)>(&fd, [](int* f) { close(*f); });
+  auto existing = ReadSuperblock(fd);
+  if (!force && (!existing.ok() || existing.value())) {
+    return Status::Exists(fmt::format("drive {} already holds a stripefs pool{} (use --force to overwrite it)",
+                                      drive.path, existing.ok() ? " " + existing.value()->pool_uuid : ""));
+  }
+  SFS_ASSIGN_OR_RETURN(uint64_t current, DeviceSize(fd, drive.path));
+  const uint64_t size = drive.size ? drive.size : current;
+  if (UsableCapacity(size) < config.chunk_size) {
+    return Status::Invalid(fmt::format("drive {} is too small: it needs at least {} bytes for one chunk", drive.path,
+                                       kDataOffset + config.chunk_size));
+  }
+  struct stat st;
+  fstat(fd, &st);
+  if (S_ISBLK(st.st_mode) && drive.size > current) {
+    return Status::Invalid(fmt::format("drive {} has {} bytes, less than the {} asked for", drive.path, current, drive.size));
+  }
+  if (S_ISREG(st.st_mode) && current < size && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    return Status::IOError(fmt::format("cannot grow drive {} to {} bytes: {}", drive.path, size, strerror(errno)));
+  }
+  const auto id = static_cast<uint32_t>(config.segments.size());
+  SFS_RETURN_IF_ERROR(WriteSuperblock(fd, {meta::kFormatVersion, id, config.uuid, size}));
+  if (fdatasync(fd) != 0) return Status::IOError(fmt::format("cannot flush drive {}: {}", drive.path, strerror(errno)));
+  config.segments.push_back({id, "drive", path, UsableCapacity(size)});
+  meta::Transaction txn;
+  txn.put(meta::ConfigKey(), meta::EncodeConfig(config));
+  SFS_RETURN_IF_ERROR(pool->kv_->commit(txn, true));
+  return id;
+}
+
 Result<ScrubReport> Pool::ReplaceDrive(const std::string& meta_dir, uint32_t id, const DriveSpec& drive, bool force,
                                        const std::function<void(const ScrubReport&)>& progress) {
   {
     SFS_ASSIGN_OR_RETURN(auto pool, Open(meta_dir, Mode::kCheck, /*degraded=*/true));
     meta::PoolConfig config = pool->config_;
     if (id >= config.segments.size() || config.segments[id].kind != "drive") {
-      return Status::Invalid(fmt::format("the pool has no drive {} (its drives are 0 to {})", id, config.drive_count() - 1));
+      std::string ids;
+      for (const auto& seg : config.segments) ids += seg.kind == "drive" ? fmt::format(" {}", seg.id) : "";
+      return Status::Invalid(fmt::format("the pool has no drive {} (its drives are{})", id, ids));
     }
     meta::SegmentConfig& seg = config.segments[id];
     std::error_code ec;

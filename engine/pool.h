@@ -117,6 +117,11 @@ class Pool {
   // held is rebuilt from the chunk's other replicas (a scrub of the pool).
   // Chunks with no other intact replica are listed in the report's
   // unrepairable lines. Safe to run again after an interruption.
+  // Adds a drive to the unmounted pool in meta_dir: it gets a superblock and
+  // the next segment id; the next mount places new chunks on it as well.
+  // Existing chunks stay where they are. Returns the new drive's segment id.
+  static Result<uint32_t> AddDrive(const std::string& meta_dir, const DriveSpec& drive, bool force);
+
   static Result<ScrubReport> ReplaceDrive(const std::string& meta_dir, uint32_t id, const DriveSpec& drive, bool force,
                                           const std::function<void(const ScrubReport&)>& progress);
 

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <spdlog/common.h>
+
 #include "engine/pool.h"
 #include "fs/evictor.h"
 
@@ -22,7 +24,9 @@ struct MountOptions {
   std::string ram_cache = "s3fifo";
   bool evict = false;         // -o on_full=evict: cache mode (see fs/evictor.h)
   EvictorOptions evictor;     // -o evict_high=PCT,evict_low=PCT
-  std::string metrics_file;   // -o metrics=FILE: Prometheus text, refreshed every 5 s  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
+  std::string metrics_file;   // -o metrics=FILE: Prometheus text, refreshed every 5 s
+  std::string log_file;       // -o log=FILE (default DIR/stripefs.log)
+  spdlog::level::level_enum log_level = spdlog::level::info;  // -o log_level=LEVEL  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
 };
 
 // Mounts pool at options.mountpoint and serves requests until unmounted or

@@ -1,9 +1,10 @@
-// The stripefs command: mkfs, mount, placement, df, fsck, scrub, replace-drive, stats.
+// The stripefs command: mkfs, mount, placement, df, fsck, stats, scrub, add-drive, replace-drive.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -180,11 +181,17 @@ int RunMount(fs::MountOptions options) {
     return 1;
   }
   if (!options.foreground) {  // only now: a refused mount leaves no log file in a directory that is not a pool
-    auto logger = spdlog::basic_logger_mt("stripefs", options.meta_dir + "/stripefs.log");
-    spdlog::set_default_logger(logger);
+    // A daemon logs to its file and to syslog (the journal, where systemd runs);
+    // with -f everything goes to stderr.
+    std::vector<spdlog::sink_ptr> sinks{
+        std::make_shared<spdlog::sinks::basic_file_sink_mt>(
+            options.log_file.empty() ? options.meta_dir + "/stripefs.log" : options.log_file),
+        std::make_shared<spdlog::sinks::syslog_sink_mt>("stripefs", LOG_PID, LOG_DAEMON, true)};
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("stripefs", sinks.begin(), sinks.end()));
     spdlog::flush_every(std::chrono::seconds(2));
     spdlog::flush_on(spdlog::level::warn);  // what went wrong is in the file at once
   }
+  spdlog::set_level(options.log_level);
   if (options.meta_reserve) pool.value()->set_metadata_reserve(*options.meta_reserve);
   if (options.ram_cache != "off" && pool.value()->ram_capacity() > 0) {
     pool.value()->store().set_cache(pool.value()->ram_capacity(), options.ram_cache);
@@ -433,6 +440,18 @@ int RunScrub(const std::string& target, bool json) {
   return PrintScrub(total, files, json);
 }
 
+int RunAddDrive(const std::string& meta_dir, const std::string& drive, bool force) {
+  auto spec = ParseDriveSpec(drive);
+  if (!spec.ok()) return Fail(spec.status());
+  auto id = Pool::AddDrive(meta_dir, spec.value(), force);
+  if (!id.ok()) {
+    if (id.status().code() == Code::kBusy) return Fail(id.status().message() + "; unmount it before adding a drive");
+    return Fail(fmt::format("cannot add {} to {}: {}", spec->path, meta_dir, id.status().message()));
+  }
+  fmt::print("added {} as drive {}; new chunks use it from the next mount\n", spec->path, id.value());
+  return 0;
+}
+
 int RunReplaceDrive(const std::string& meta_dir, uint32_t id, const std::string& drive, bool force, bool json) {
   auto spec = ParseDriveSpec(drive);
   if (!spec.ok()) return Fail(spec.status());
@@ -550,7 +569,8 @@ int main(int argc, char** argv) {
   mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
   mount->add_option("-o", opts,
                     "Mount options, comma-separated: degraded (use the pool with a drive missing), "
-                    "workers=N (threads serving requests, 1-256, default 8), metrics=FILE (the stats in Prometheus text format, "
+                    "workers=N (threads serving requests, 1-256, default 8), log=FILE (the daemon's log file; default "
+                    "DIR/stripefs.log; it logs to syslog too), log_level=LEVEL (default info), metrics=FILE (the stats in Prometheus text format, "
                     "rewritten every 5 s), on_full=evict|enospc (cache mode: evict least recently used files "
                     "instead of failing when full; evict_high=PCT and evict_low=PCT set when, default 90 and 80; "
                     "a file with xattr user.stripefs.pin=1 stays), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
@@ -593,6 +613,13 @@ int main(int argc, char** argv) {
                                             "from intact replicas; exits non-zero if anything stays bad");
   scrub->add_option("TARGET", scrub_target, "A mountpoint (online), or an unmounted pool's metadata directory")->required();
   scrub->add_flag("--json", scrub_json, "Print the report as JSON");
+
+  std::string add_dir, add_path;
+  bool add_force = false;
+  auto* add = app.add_subcommand("add-drive", "Add a drive to an unmounted pool; new chunks use it from the next mount");
+  add->add_option("DIR", add_dir, "The pool's metadata directory")->required();
+  add->add_option("PATH", add_path, "PATH[:SIZE] of the new drive; a file is created or grown to SIZE")->required();
+  add->add_flag("--force", add_force, "Overwrite a drive that holds another stripefs pool");
 
   std::string replace_dir, replace_path;
   uint32_t replace_id = 0;
@@ -638,6 +665,20 @@ int main(int argc, char** argv) {
             return 2;
           }
           (high ? mo.evictor.high_watermark : mo.evictor.low_watermark) = *pct / 100.0;
+        } else if (o.rfind("log=", 0) == 0) {
+          std::error_code ec;
+          mo.log_file = std::filesystem::absolute(o.substr(4), ec).string();
+          if (o.size() == 4) {
+            std::cerr << "stripefs: -o log=FILE needs a file name\n";
+            return 2;
+          }
+        } else if (o.rfind("log_level=", 0) == 0) {
+          mo.log_level = spdlog::level::from_str(o.substr(10));
+          if (mo.log_level == spdlog::level::off && o.substr(10) != "off") {  // from_str's answer to a name it does not know
+            std::cerr << "stripefs: -o log_level= takes trace, debug, info, warning, error or critical, not '"
+                      << o.substr(10) << "'\n";
+            return 2;
+          }
         } else if (o.rfind("metrics=", 0) == 0) {
           mo.metrics_file = o.substr(8);
           if (mo.metrics_file.empty()) {
@@ -676,6 +717,7 @@ int main(int argc, char** argv) {
     if (*fsck) return RunFsck(fsck_dir, verify);
     if (*scrub) return RunScrub(scrub_target, scrub_json);
     if (*stats) return RunStats(stats_target, stats_json, stats_watch);
+    if (*add) return RunAddDrive(add_dir, add_path, add_force);
     if (*replace) return RunReplaceDrive(replace_dir, replace_id, replace_path, replace_force, replace_json);
   } catch (const std::exception& e) {
     std::cerr << "stripefs: " << e.what() << "\n";

@@ -39,3 +39,13 @@ reads=$(sed -n 's/^stripefs_requests_total{kind="read"} //p' "$METRICS")
 grep -q '^stripefs_segment_capacity_bytes{segment="0",kind="drive"} ' "$METRICS" || fail "no segment gauge"
 grep -q '^# TYPE stripefs_cache_hits_total counter$' "$METRICS" || fail "no TYPE line"
 ok "the metrics file holds the same counters in Prometheus text ($reads reads)"
+
+# The daemon's log: a file chosen by -o log=, at the level of -o log_level=.
+MOUNT_OPTS=(-o "log=$TMP/custom.log,log_level=debug")
+mount_pool
+unmount_pool
+grep -q "\[info\] pool .* mounted at $MNT" "$TMP/custom.log" || fail "the custom log file lacks the mount line"
+grep -q "unmounted cleanly" "$TMP/custom.log" || fail "the custom log file lacks the unmount line"
+ok "-o log=FILE holds the daemon's log"
+if "$STRIPEFS" mount "$META" "$MNT" -o log_level=loud 2>"$TMP/err"; then fail "log_level=loud was accepted"; fi
+grep -q "log_level= takes" "$TMP/err" || fail "log_level=loud: $(cat "$TMP/err")"

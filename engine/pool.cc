@@ -66,6 +66,25 @@ int OpenDrive(const std::string& path, bool writable) {
   return fd;
 }
 
+// Opens a drive a pool is to take (add-drive, replace-drive): refused when it
+// is already one of the pool's drives (other than the one it replaces);
+// created when a size is given.
+Result<int> OpenDriveToJoin(const meta::PoolConfig& config, const DriveSpec& drive, std::optional<uint32_t> replacing) {
+  std::error_code ec;
+  const std::string path = std::filesystem::absolute(drive.path, ec).string();
+  for (const auto& other : config.segments) {
+    if (other.kind == "drive" && other.id != replacing && std::filesystem::equivalent(other.path, path, ec)) {
+      return Status::Invalid(fmt::format("{} is drive {} of this pool already", drive.path, other.id));
+    }
+  }
+  int fd = open(drive.path.c_str(), O_RDWR | O_CLOEXEC | (drive.size ? O_CREAT : 0), 0600);
+  if (fd >= 0) return fd;
+  if (errno == ENOENT) {
+    return Status::NotFound(fmt::format("drive {} does not exist (give a size, PATH:SIZE, to create it)", drive.path));
+  }
+  return Status::IOError(fmt::format("cannot open drive {}: {}", drive.path, strerror(errno)));
+}
+
 }  // namespace
 
 Result<uint64_t> ParseSize(std::string_view text) {
@@ -348,20 +367,9 @@ Status Pool::rebuild_allocators() {
 Result<uint32_t> Pool::AddDrive(const std::string& meta_dir, const DriveSpec& drive, bool force) {
   SFS_ASSIGN_OR_RETURN(auto pool, Open(meta_dir, Mode::kCheck));
   meta::PoolConfig config = pool->config_;
+  SFS_ASSIGN_OR_RETURN(int fd, OpenDriveToJoin(config, drive, std::nullopt));
   std::error_code ec;
   const std::string path = std::filesystem::absolute(drive.path, ec).string();
-  for (const auto& other : config.segments) {
-    if (other.kind == "drive" && std::filesystem::equivalent(other.path, path, ec)) {
-      return Status::Invalid(fmt::format("{} is drive {} of this pool already", drive.path, other.id));
-    }
-  }
-  int fd = open(drive.path.c_str(), O_RDWR | O_CLOEXEC | (drive.size ? O_CREAT : 0), 0600);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return Status::NotFound(fmt::format("drive {} does not exist (give a size, PATH:SIZE, to create it)", drive.path));
-    }
-    return Status::IOError(fmt::format("cannot open drive {}: {}", drive.path, strerror(errno)));
-  }
   auto close_fd = std::unique_ptr<int, void (*)(int*)>(&fd, [](int* f) { close(*f); });
   auto existing = ReadSuperblock(fd);
   if (!force && (!existing.ok() || existing.value())) {
@@ -403,20 +411,9 @@ Result<ScrubReport> Pool::ReplaceDrive(const std::string& meta_dir, uint32_t id,
       return Status::Invalid(fmt::format("the pool has no drive {} (its drives are{})", id, ids));
     }
     meta::SegmentConfig& seg = config.segments[id];
+    SFS_ASSIGN_OR_RETURN(int fd, OpenDriveToJoin(config, drive, id));
     std::error_code ec;
     const std::string path = std::filesystem::absolute(drive.path, ec).string();
-    for (const auto& other : config.segments) {
-      if (other.id != id && other.kind == "drive" && std::filesystem::equivalent(other.path, path, ec)) {
-        return Status::Invalid(fmt::format("{} is drive {} of this pool already", drive.path, other.id));
-      }
-    }
-    int fd = open(drive.path.c_str(), O_RDWR | O_CLOEXEC | (drive.size ? O_CREAT : 0), 0600);
-    if (fd < 0) {
-      if (errno == ENOENT) {
-        return Status::NotFound(fmt::format("drive {} does not exist (give a size, PATH:SIZE, to create it)", drive.path));
-      }
-      return Status::IOError(fmt::format("cannot open drive {}: {}", drive.path, strerror(errno)));
-    }
     auto close_fd = std::unique_ptr<int, void (*)(int*)>(&fd, [](int* f) { close(*f); });
     auto existing = ReadSuperblock(fd);
     // Running again after an interruption finds its own superblock: that is allowed.

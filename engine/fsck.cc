@@ -15,7 +15,8 @@ namespace stripefs {
 
 using meta::InodeRecord;
 
-Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string>* notes) {
+Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string>* notes,
+                                            const std::function<void(uint64_t bytes)>& progress) {
   std::vector<std::string> problems;
   auto problem = [&](std::string p) { problems.push_back(std::move(p)); };
 
@@ -175,6 +176,7 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
           }
         }
       }
+      if (progress) progress(verified_blocks[0] * meta::kBlockSize);
     }
     return true;
   }));

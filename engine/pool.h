@@ -106,7 +106,9 @@ class Pool {
   Result<meta::InodeRecord> resolve(const std::string& path);
   // Every inconsistency found, one line each; empty when clean. With verify,
   // also reads every block and checks its checksum.
-  Result<std::vector<std::string>> fsck(bool verify, std::vector<std::string>* notes);
+  // progress (with verify) sees the bytes read and checked so far, after each chunk.
+  Result<std::vector<std::string>> fsck(bool verify, std::vector<std::string>* notes,
+                                        const std::function<void(uint64_t bytes)>& progress = {});
   // Scrubs every file of a pool opened with Mode::kMount (see ObjectStore::scrub)
   // and syncs the repairs; progress sees the running total after each file.
   Result<ScrubReport> scrub(const std::function<void(const ScrubReport&)>& progress);

@@ -348,16 +348,22 @@ int RunDf(const std::string& target, bool json) {
 class Progress {
  public:
   explicit Progress(const char* what) : what_(what), on_(isatty(STDERR_FILENO) == 1) {}
+  void show(std::string_view status) {
+    if (!on_) return;
+    fmt::print(stderr, "\r{}: {}   ", what_, status);
+    shown_ = true;
+  }
   void show(uint64_t files, const ScrubReport& r) {
-    if (on_) fmt::print(stderr, "\r{}: {} files, {} checked, {} blocks repaired   ", what_, files, Human(r.bytes), r.repaired_blocks);
+    if (on_) show(fmt::format("{} files, {} checked, {} blocks repaired", files, Human(r.bytes), r.repaired_blocks));
   }
   ~Progress() {
-    if (on_) fmt::print(stderr, "\n");
+    if (shown_) fmt::print(stderr, "\n");
   }
 
  private:
   const char* what_;
   bool on_;
+  bool shown_ = false;
 };
 
 // Prints a scrub's outcome; returns the exit status (1 when something stays bad).
@@ -527,7 +533,11 @@ int RunFsck(const std::string& meta_dir, bool verify) {
     return Fail(fmt::format("cannot check {}: {}", meta_dir, pool.status().message()));
   }
   std::vector<std::string> notes;
-  auto problems = pool.value()->fsck(verify, &notes);
+  Result<std::vector<std::string>> problems = std::vector<std::string>{};
+  {
+    Progress progress("fsck --verify");
+    problems = pool.value()->fsck(verify, &notes, [&](uint64_t bytes) { progress.show(Human(bytes) + " checked"); });
+  }
   if (!problems.ok()) return Fail(problems.status());
   for (const auto& n : notes) fmt::print("{}\n", n);
   for (const auto& p : problems.value()) fmt::print("PROBLEM: {}\n", p);

@@ -178,6 +178,9 @@ mkdir "$MNT/dir" && echo "hello from the package" >"$MNT/dir/hello.txt"
 (cd "$MNT" && sha256sum -c --quiet "$TMP/sums") || fail "files read back wrong through mount -t"
 chunks=$("$INSTALLED" placement "$MNT/data.bin" --json | json 'len(d["chunks"])')
 assert_eq "$chunks" 4 "chunks of data.bin (placement through the installed binary)"
+"$INSTALLED" stats "$MNT" --json >"$TMP/stats.json" || fail "stats through the installed binary failed"
+assert_eq "$(json 'd["requests"]["write"]["count"] > 0' <"$TMP/stats.json")" true \
+    "stripefs stats MOUNTPOINT --json (installed binary) is valid JSON and counts the writes"
 unmount_with_umount
 
 log "--- mount -t fuse.stripefs -o ro"

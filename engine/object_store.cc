@@ -257,6 +257,7 @@ Result<const char*> ObjectStore::read(Object& obj, uint64_t offset, size_t len, 
 }
 
 Status ObjectStore::read(Object& obj, uint64_t offset, size_t len, char* out) {
+  if (len == 0) return Status::OK();
   if (offset % kBlock == 0 && len % kBlock == 0 && reinterpret_cast<uintptr_t>(out) % kBlock == 0) {
     return read_aligned(obj, offset, len, out);
   }
@@ -305,6 +306,9 @@ uint64_t ObjectStore::pending_free_bytes(uint32_t segment) const {
 Status ObjectStore::sync() { return sync_and_release(); }
 
 Status ObjectStore::sync_and_release() {
+  // One at a time: a writer that found no room and syncs must see the space
+  // an earlier, still running sync_and_release is about to give back.
+  std::lock_guard release(release_mu_);
   std::vector<Freed> freed;
   std::vector<bool> dirty;
   {
@@ -367,7 +371,10 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
         auto ext = placer_.place(*obj.strategy, {obj.hash, index, cap}, obj.replicas, obj.replicas);
         if (ext.ok()) return std::make_pair(std::move(ext).value(), cap);
       }
-      if (attempt == 0 && pending_free_bytes() > 0) {
+      // Space freed by commits becomes reusable after a sync; another writer
+      // may be releasing some right now (it no longer counts as pending), so
+      // sync unconditionally: that waits for any release in progress.
+      if (attempt == 0) {
         SFS_RETURN_IF_ERROR(sync_and_release());
       } else {
         break;

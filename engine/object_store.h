@@ -173,6 +173,7 @@ class ObjectStore {
 
   std::mutex reclaim_mu_;  // serializes reclaim(): see there
 
+  std::mutex release_mu_;  // serializes sync_and_release()
   mutable std::mutex pending_mu_;
   std::vector<Freed> pending_free_;  // GUARDED_BY(pending_mu_)
   uint64_t pending_bytes_ = 0;       // GUARDED_BY(pending_mu_)

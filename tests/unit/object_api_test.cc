@@ -148,9 +148,15 @@ TEST_F(ObjectApiTest, MultiGetAndThreads) {
       for (int i = 0; i < 200; ++i) {
         const std::string name = "t" + std::to_string(t) + "/o" + std::to_string(i % 10);
         const std::string value = std::to_string(t) + ":" + std::to_string(i) + std::string(i, 'x');
-        if (pool_->put(name, value)) wrong++;
+        if (Error e = pool_->put(name, value)) {
+          ADD_FAILURE() << "put " << name << ": " << e.message;
+          wrong++;
+        }
         std::string back;
-        if (pool_->get(name, &back) || back != value) wrong++;
+        if (Error e = pool_->get(name, &back); e || back != value) {
+          ADD_FAILURE() << "get " << name << ": " << e.message << " (" << back.size() << " bytes, want " << value.size() << ")";
+          wrong++;
+        }
       }
     });
   }

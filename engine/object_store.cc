@@ -22,6 +22,8 @@ using meta::Transaction;
 namespace {
 
 constexpr uint32_t kBlock = meta::kBlockSize;
+// Chunks up to this much data enter the RAM tier when written (see write()).
+constexpr uint32_t kWriteAdmitMax = 256 << 10;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -545,6 +547,13 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
   for (Plan& p : plans) {
     if (p.relocated && p.existed) {
       for (const Extent& e : p.before.replicas) freed.push_back({e, p.before.capacity});
+    }
+    // Write-through admission of small chunks: a write that now holds a
+    // chunk's whole data (a small object's put) has every byte at hand, so
+    // the first read of it is a memory copy too. Large chunks are left out:
+    // streams would pay a copy per write and churn the cache.
+    if (cache_ && p.first_block == 0 && p.last_block == p.after.blocks() && p.after.length <= kWriteAdmitMax) {
+      cache_->insert(obj.ino, p.piece.index, p.bytes, p.after.length);
     }
     obj.chunks[p.piece.index] = std::move(p.after);
   }

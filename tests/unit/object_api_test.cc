@@ -128,7 +128,8 @@ TEST_F(ObjectApiTest, MultiGetAndThreads) {
   std::vector<std::string> names;
   for (int i = 0; i < 20; ++i) {
     names.push_back("batch/" + std::to_string(i));
-    ASSERT_FALSE(pool_->put(names.back(), "value" + std::to_string(i)));
+    Error e = pool_->put(names.back(), "value" + std::to_string(i));
+    ASSERT_FALSE(e) << e.message;
   }
   names.push_back("batch/missing");
   std::vector<std::string> data;

@@ -128,12 +128,11 @@ bool Evictor::evict_one(uint64_t ino, std::vector<std::pair<uint64_t, std::strin
   return true;
 }
 
-uint64_t Evictor::evict_until(const std::function<bool()>& enough) {
-  std::lock_guard pass(evict_mu_);
+uint64_t Evictor::evict_until(const std::function<bool(uint64_t evicted)>& enough) {
   std::set<uint64_t> tried;
   std::vector<std::pair<uint64_t, std::string>> gone;
   uint64_t evicted = 0;
-  while (!enough()) {
+  while (!enough(evicted)) {
     std::optional<uint64_t> victim;
     {
       std::lock_guard lock(mu_);
@@ -152,6 +151,7 @@ uint64_t Evictor::evict_until(const std::function<bool()>& enough) {
     Status s = pool_->store().sync();  // the freed space becomes reusable
     if (!s.ok()) spdlog::error("cache mode: sync after eviction: {}", s.message());
     spdlog::info("cache mode: evicted {} files; drives {:.1f}% used", evicted, 100 * used_share());
+    passes_freed_++;
   }
   {
     std::lock_guard lock(mu_);
@@ -162,7 +162,12 @@ uint64_t Evictor::evict_until(const std::function<bool()>& enough) {
 }
 
 bool Evictor::make_room(uint64_t bytes) {
-  const uint64_t n = evict_until([&] { return pool_->drive_free() >= bytes; });
+  const uint64_t passes_seen = passes_freed_.load();
+  std::lock_guard pass(evict_mu_);
+  // The background pass (or another write's) may have just made the room:
+  // deciding by drive_free() alone would then evict nothing and fail the write.
+  if (passes_freed_.load() != passes_seen) return true;
+  const uint64_t n = evict_until([&](uint64_t evicted) { return evicted > 0 && pool_->drive_free() >= bytes; });
   if (n) spdlog::info("cache mode: a write found the pool full; {} files evicted for it", n);
   return n > 0;
 }
@@ -179,7 +184,10 @@ void Evictor::run() {
     to_forget_.clear();
     lock.unlock();
     for (const auto& [parent, name] : forget) hooks_.forget_name(parent, name);
-    if (used_share() > options_.high_watermark) evict_until([&] { return used_share() <= options_.low_watermark; });
+    if (used_share() > options_.high_watermark) {
+      std::lock_guard pass(evict_mu_);
+      evict_until([&](uint64_t) { return used_share() <= options_.low_watermark; });
+    }
     lock.lock();
   }
 }

@@ -9,6 +9,7 @@
 // linked, renamed, unlinked, read, written) and, at mount, from the namespace.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -63,8 +64,10 @@ class Evictor {
                bool exchange);
   void accessed(uint64_t ino);
 
-  // A write found no room: evicts least recently used objects until `bytes`
-  // are free (or nothing else can go). True when it freed anything.
+  // A write found no room: evicts least recently used objects, at least one,
+  // until `bytes` are free (or nothing else can go). True when the write is
+  // worth retrying: this call freed something, or another eviction pass
+  // ended while it waited for its turn.
   bool make_room(uint64_t bytes);
   EvictorStats stats() const;
 
@@ -75,8 +78,9 @@ class Evictor {
   };
   void run();
   double used_share() const;
-  // Evicts least recently used objects until enough() says stop; returns objects evicted.
-  uint64_t evict_until(const std::function<bool()>& enough);
+  // Evicts least recently used objects until enough(evicted so far) says
+  // stop; returns objects evicted. REQUIRES: evict_mu_ held.
+  uint64_t evict_until(const std::function<bool(uint64_t evicted)>& enough);
   // Unlinks every name of ino; true if it went (not pinned, not open, still there).
   bool evict_one(uint64_t ino, std::vector<std::pair<uint64_t, std::string>>* gone_names);
   void touch_locked(uint64_t ino, int64_t when_ns);  // REQUIRES: mu_ held
@@ -93,6 +97,7 @@ class Evictor {
   EvictorStats stats_;                                   // GUARDED_BY(mu_)
   std::vector<std::pair<uint64_t, std::string>> to_forget_;  // GUARDED_BY(mu_): names for the kernel to drop
   std::mutex evict_mu_;  // one eviction pass at a time
+  std::atomic<uint64_t> passes_freed_{0};  // eviction passes that freed space
   bool stop_ = false;    // GUARDED_BY(mu_)
   std::condition_variable wake_;
   std::thread thread_;

@@ -48,7 +48,7 @@ sanitize: deps
 	cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j1 -R 'integration\.(cp_tree|posix|errors|kill9)$$'
 	cmake -S . -B $(TSAN_BUILD) -DSTRIPEFS_SANITIZE=thread -DSTRIPEFS_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(TSAN_BUILD) -j$(JOBS) --target stripefs_unit_tests
-	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j1 -R '(Concurrent|ReclaimTwice|WaitedForAnotherPass)'
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp ctest --output-on-failure -j1 -R '(Concurrent|ReclaimTwice|WaitedForAnotherPass)'
 
 # Formats a default pool (4 drive files of 1 GiB and a 256 MiB RAM segment) once, and mounts it at ./mnt.
 run: build

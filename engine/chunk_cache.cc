@@ -11,13 +11,14 @@ namespace {
 
 class LruPolicy final : public EvictionPolicy {
  public:
-  void inserted(uint64_t id) override {
+  void* inserted(uint64_t id) override {
     order_.push_front(id);
-    where_[id] = order_.begin();
+    auto& where = where_[id];
+    where = order_.begin();
+    return &where;  // unordered_map values stay put as it grows
   }
-  void accessed(uint64_t id) override {
-    auto it = where_.find(id);
-    if (it != where_.end()) order_.splice(order_.begin(), order_, it->second);
+  void accessed(void* handle) override {
+    order_.splice(order_.begin(), order_, *static_cast<std::list<uint64_t>::iterator*>(handle));
   }
   void erased(uint64_t id) override {
     auto it = where_.find(id);
@@ -40,15 +41,16 @@ class LruPolicy final : public EvictionPolicy {
 
 class S3FifoPolicy final : public EvictionPolicy {
  public:
-  void inserted(uint64_t id) override {
+  void* inserted(uint64_t id) override {
     const bool was_ghost = ghost_set_.erase(id) > 0;  // ids follow the chunk (see ChunkCache::insert)
     State& st = state_[id];
     st = {was_ghost ? Queue::kMain : Queue::kSmall, 0, ++gen_};
     push(st.queue, id, st.gen);
+    return &st;  // unordered_map values stay put as it grows
   }
-  void accessed(uint64_t id) override {
-    auto it = state_.find(id);
-    if (it != state_.end()) it->second.freq = std::min(it->second.freq + 1, 3);
+  void accessed(void* handle) override {
+    State& st = *static_cast<State*>(handle);
+    st.freq = std::min(st.freq + 1, 3);
   }
   void erased(uint64_t id) override {
     auto it = state_.find(id);
@@ -151,7 +153,7 @@ bool ChunkCache::read(uint64_t ino, uint64_t index, uint32_t offset, uint32_t le
     return false;
   }
   stats_.hits++;
-  policy_->accessed(it->second.id);
+  policy_->accessed(it->second.policy_handle);
   const uint32_t have = offset < it->second.length ? std::min(len, it->second.length - offset) : 0;
   if (have) std::memcpy(out, it->second.data.get() + offset, have);
   if (have < len) std::memset(out + have, 0, len - have);
@@ -182,12 +184,11 @@ void ChunkCache::insert(uint64_t ino, uint64_t index, const char* data, uint32_t
     if (set.empty()) by_ino_.erase(victim.ino);
     stats_.evictions++;
   }
-  Entry e{id, std::make_unique<char[]>(length), length};
+  Entry e{id, policy_->inserted(id), std::make_unique<char[]>(length), length};
   std::memcpy(e.data.get(), data, length);
   entries_.emplace(key, std::move(e));
   by_id_[id] = key;
   by_ino_[ino].insert(index);
-  policy_->inserted(id);
   stats_.bytes += length;
   stats_.insertions++;
 }

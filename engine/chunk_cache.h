@@ -24,8 +24,11 @@ namespace stripefs {
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
-  virtual void inserted(uint64_t id) = 0;
-  virtual void accessed(uint64_t id) = 0;
+  // Returns the entry's handle: the cache keeps it with the entry and passes
+  // it to accessed(), so a hit reaches the policy's state without a second
+  // lookup. Valid until the id is erased or returned by victim().
+  virtual void* inserted(uint64_t id) = 0;
+  virtual void accessed(void* handle) = 0;
   virtual void erased(uint64_t id) = 0;
   // The entry to evict now, no longer tracked; nullopt when empty.
   virtual std::optional<uint64_t> victim() = 0;
@@ -71,6 +74,7 @@ class ChunkCache {
   };
   struct Entry {
     uint64_t id;
+    void* policy_handle;
     std::unique_ptr<char[]> data;
     uint32_t length;
   };

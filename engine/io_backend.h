@@ -29,10 +29,18 @@ class IoBackend {
   virtual Status run(std::span<IoRequest> requests) = 0;
   // Makes every completed write to segment durable (fdatasync).
   virtual Status flush(uint32_t segment) = 0;
+  // Serves segment (which had no file) from fd from now on, while run() and
+  // flush() go on in other threads: a drive added to a mounted pool. Callers
+  // hand out the segment id (to the placer) only after this returns.
+  virtual Status add_segment(uint32_t segment, int fd) {
+    (void)segment, (void)fd;
+    return Status(Code::kNotSupported, "this I/O backend cannot take a new drive while in use");
+  }
 };
 
 // io_uring backend over open file descriptors, fds[i] serving segment i
 // (-1 for a segment that has no file). Does not own the descriptors.
+// add_segment() takes segments up to kMaxSegments (engine/placement.h).
 std::unique_ptr<IoBackend> NewUringBackend(std::vector<int> fds);
 
 }  // namespace stripefs

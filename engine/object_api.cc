@@ -7,11 +7,13 @@
 #include <atomic>
 #include <charconv>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 
 #include "engine/layout.h"
 #include "engine/pool.h"
+#include "engine/write_back.h"
 #include "stripefs/objects.h"
 
 namespace stripefs::api {
@@ -37,8 +39,13 @@ std::vector<std::string_view> Components(std::string_view path) {
 
 class ObjectPoolImpl final : public ObjectPool {
  public:
-  explicit ObjectPoolImpl(std::unique_ptr<Pool> pool, const Options& o) : pool_(std::move(pool)), options_(o) {
+  ObjectPoolImpl(std::unique_ptr<Pool> pool, const Options& o, std::optional<WriteBackOptions> write_back)
+      : pool_(std::move(pool)), options_(o) {
     uri_prefix_ = "stripefs://" + pool_->config().uuid + "/";
+    if (write_back) {
+      write_back_ = std::make_unique<WriteBackBuffer>(
+          &pool_->store(), [pool = pool_.get()] { return pool->drive_free(); }, *write_back);
+    }
   }
   Error put(std::string_view name, std::string_view data, std::string* uri) override {
     auto r = put_or_append(name, data, /*append=*/false);
@@ -65,6 +72,8 @@ class ObjectPoolImpl final : public ObjectPool {
     if (parts.empty()) return {EINVAL, "remove: an object name is needed"};
     auto parent = resolve_dir(parts, /*create=*/false);
     if (!parent.ok()) return counted(ToError(parent.status()));
+    auto named = resolve(name);
+    if (named.ok() && write_back_) write_back_->discard(named->ino);
     auto r = pool_->ns().unlink(*parent, parts.back());
     if (!r.ok()) return counted(ToError(r.status()));
     forget(std::string(name));
@@ -93,7 +102,11 @@ class ObjectPoolImpl final : public ObjectPool {
     for (size_t i = 0; i < names.size(); ++i) (*errors)[i] = get(names[i], &(*data)[i]);
   }
 
-  Error sync() override { return ToError(pool_->store().sync()); }
+  Error sync() override {
+    Status buffered = write_back_ ? write_back_->flush_all() : Status::OK();
+    Status synced = pool_->store().sync();
+    return ToError(buffered.ok() ? synced : buffered);
+  }
 
   Stats stats() const override {
     Stats s;
@@ -102,6 +115,10 @@ class ObjectPoolImpl final : public ObjectPool {
     const CacheStats c = pool_->store().cache_stats();
     s.cache_hits = c.hits, s.cache_misses = c.misses, s.cache_evictions = c.evictions;
     s.cache_bytes = c.bytes, s.cache_capacity = c.capacity;
+    if (write_back_) {
+      const WriteBackStats w = write_back_->stats();
+      s.dirty_bytes = w.dirty_bytes, s.dirty_objects = w.dirty_objects;
+    }
     return s;
   }
 
@@ -111,14 +128,20 @@ class ObjectPoolImpl final : public ObjectPool {
     return e;
   }
 
+  // What a name resolves to; obj once the object was read through the name.
+  struct Named {
+    uint64_t ino = 0;
+    std::shared_ptr<ObjectStore::Object> obj;
+  };
+
   // The inode a name or URI stands for; names are remembered (forget() on remove).
-  Result<uint64_t> resolve(std::string_view name) {
+  Result<Named> resolve(std::string_view name) {
     if (name.starts_with(uri_prefix_)) {
       std::string_view hex = name.substr(uri_prefix_.size());
       uint64_t ino = 0;
       auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), ino, 16);
       if (ec != std::errc() || end != hex.data() + hex.size()) return Status::Invalid(fmt::format("bad URI {}", name));
-      return ino;
+      return Named{ino, nullptr};
     }
     if (name.starts_with("stripefs://")) return Status::NotFound(fmt::format("{} is an object of another pool", name));
     {
@@ -130,8 +153,21 @@ class ObjectPoolImpl final : public ObjectPool {
     SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, false));
     SFS_ASSIGN_OR_RETURN(meta::InodeRecord r, pool_->ns().lookup(dir, parts.back()));
     std::unique_lock lock(names_mu_);
-    names_.emplace(std::string(name), r.ino);
-    return r.ino;
+    names_.emplace(std::string(name), Named{r.ino, nullptr});
+    return Named{r.ino, nullptr};
+  }
+
+  // Keeps obj with the name, so the next read through it needs no lookup in
+  // the namespace or the object table.
+  void remember(std::string_view name, const std::shared_ptr<ObjectStore::Object>& obj) {
+    if (name.starts_with("stripefs://")) return;  // a URI needs no lookup
+    std::unique_lock lock(names_mu_);
+    auto it = names_.find(name);
+    if (it == names_.end()) {
+      names_.emplace(std::string(name), Named{obj->ino, obj});
+    } else if (it->second.ino == obj->ino) {
+      it->second.obj = obj;
+    }
   }
 
   void forget(const std::string& name) {
@@ -139,10 +175,18 @@ class ObjectPoolImpl final : public ObjectPool {
     names_.erase(name);
   }
 
-  // The directory holding the last component (whole: the directory the whole path names).
+  // The directory holding the last component (whole: the directory the whole
+  // path names). Directories found are remembered: the API removes only
+  // objects, and nothing else changes the pool while it is open.
   Result<uint64_t> resolve_dir(const std::vector<std::string_view>& parts, bool create, bool whole = false) {
-    uint64_t at = meta::kRootIno;
     const size_t n = whole ? parts.size() : parts.size() - 1;
+    std::string path;
+    for (size_t i = 0; i < n; ++i) (path += parts[i]) += '/';
+    {
+      std::shared_lock lock(names_mu_);
+      if (auto it = dirs_.find(path); it != dirs_.end()) return it->second;
+    }
+    uint64_t at = meta::kRootIno;
     for (size_t i = 0; i < n; ++i) {
       auto r = pool_->ns().lookup(at, parts[i]);
       if (!r.ok() && r.status().code() == Code::kNotFound && create) {
@@ -156,41 +200,87 @@ class ObjectPoolImpl final : public ObjectPool {
       if (!S_ISDIR(r->mode)) return Status(Code::kNotDirectory, fmt::format("{} is not a directory", parts[i]));
       at = r->ino;
     }
+    std::unique_lock lock(names_mu_);
+    dirs_.emplace(std::move(path), at);
     return at;
+  }
+
+  // The layout of new files in dir (its layout attributes or the pool's), remembered.
+  Result<FileLayout> layout_for_files_in(uint64_t dir) {
+    {
+      std::shared_lock lock(names_mu_);
+      if (auto it = layouts_.find(dir); it != layouts_.end()) return it->second;
+    }
+    SFS_ASSIGN_OR_RETURN(FileLayout layout, LayoutForNewFile(pool_->ns(), dir, pool_->config()));
+    std::unique_lock lock(names_mu_);
+    layouts_.emplace(dir, layout);
+    return layout;
   }
 
   Result<meta::InodeRecord> put_or_append(std::string_view name, std::string_view data, bool append) {
     SFS_RETURN_IF_ERROR(pool_->check_metadata_room());
     auto parts = Components(name);
     if (parts.empty()) return Status::Invalid("an object name is needed");
-    auto ino = resolve(name);
     meta::InodeRecord inode;
-    if (ino.ok()) {
-      SFS_ASSIGN_OR_RETURN(inode, pool_->ns().get(*ino));
-      if (!S_ISREG(inode.mode)) return Status(Code::kIsDirectory, fmt::format("{} is not an object", name));
-    } else if (ino.status().code() == Code::kNotFound) {
+    bool just_created = false;
+    std::optional<Named> known;
+    {
+      std::shared_lock lock(names_mu_);
+      if (auto it = names_.find(name); it != names_.end()) known = it->second;
+    }
+    if (!known && name.starts_with("stripefs://")) {
+      SFS_ASSIGN_OR_RETURN(known, resolve(name));
+    }
+    if (known) {
+      auto got = pool_->ns().get(known->ino);
+      if (got.ok()) {
+        inode = std::move(got).value();
+      } else if (got.status().code() == Code::kNotFound && !name.starts_with("stripefs://")) {
+        forget(std::string(name));  // removed under another spelling of its name ("/a/b" for "a/b")
+        known.reset();
+      } else {
+        return got.status();
+      }
+    }
+    if (!known) {
+      // Create it, or find it there: one namespace lookup either way.
       SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, /*create=*/true));
-      SFS_ASSIGN_OR_RETURN(FileLayout layout, LayoutForNewFile(pool_->ns(), dir, pool_->config()));
+      SFS_ASSIGN_OR_RETURN(FileLayout layout, layout_for_files_in(dir));
       meta::NewInode n;
       n.mode = S_IFREG | 0644;
       n.chunk_size = layout.chunk_size;
       n.strategy = layout.strategy;
       n.replicas = layout.replicas;
       auto created = pool_->ns().create(dir, parts.back(), n);
+      just_created = created.ok();
       if (!created.ok() && created.status().code() == Code::kExists) created = pool_->ns().lookup(dir, parts.back());
       SFS_RETURN_IF_ERROR(created.status());
       inode = std::move(created).value();
-    } else {
-      return ino.status();
     }
-    SFS_ASSIGN_OR_RETURN(auto obj, pool_->store().object(inode));
-    uint64_t offset = append ? inode.size : 0;
-    // A put replaces: cut the old contents first, so what stays is exactly data.
-    if (!append && inode.size > 0) {
-      SFS_ASSIGN_OR_RETURN(inode, pool_->store().truncate(*obj, 0, meta::NowNs()));
+    if (!S_ISREG(inode.mode)) return Status(Code::kIsDirectory, fmt::format("{} is not an object", name));
+    SFS_ASSIGN_OR_RETURN(auto obj, pool_->store().object(inode, just_created));
+    remember(name, obj);
+    if (!append && write_back_ && write_back_->take(obj, data)) {
+      bytes_written_ += data.size();
+      return inode;  // stored by a later flush (its size and mtime then too)
     }
-    if (!data.empty()) {
-      SFS_ASSIGN_OR_RETURN(inode, pool_->store().write(*obj, offset, data.data(), data.size()));
+    if (write_back_ && append) {
+      SFS_RETURN_IF_ERROR(write_back_->flush(inode.ino));  // what is appended to must be on the drives first
+      SFS_ASSIGN_OR_RETURN(inode, pool_->ns().get(inode.ino));
+    } else if (write_back_) {
+      write_back_->discard(inode.ino);  // written through below: an older buffered put must not follow it
+    }
+    if (!append) {
+      SFS_ASSIGN_OR_RETURN(inode, pool_->store().replace(*obj, data.data(), data.size()));
+    } else if (!data.empty()) {
+      SFS_ASSIGN_OR_RETURN(inode, pool_->store().write(*obj, inode.size, data.data(), data.size()));
+      // A write reserves a whole chunk for what follows, as for an open file;
+      // an object has no close to give the rest back, so it goes now (the
+      // next append grows the chunk in place while the space next to it is free).
+      SFS_ASSIGN_OR_RETURN(bool trimmed, pool_->store().trim(*obj));
+      if (trimmed) {
+        SFS_ASSIGN_OR_RETURN(inode, pool_->ns().get(inode.ino));
+      }
     }
     bytes_written_ += data.size();
     if (options_.sync_writes) SFS_RETURN_IF_ERROR(pool_->store().sync());
@@ -198,20 +288,33 @@ class ObjectPoolImpl final : public ObjectPool {
   }
 
   Error read_range(std::string_view name, uint64_t offset, uint64_t length, std::string* data) {
-    auto ino = resolve(name);
-    if (!ino.ok()) return counted(ToError(ino.status()));
-    auto inode = pool_->ns().get(*ino);
+    auto named = resolve(name);
+    if (!named.ok()) return counted(ToError(named.status()));
+    const uint64_t ino = named->ino;
+    if (write_back_ && write_back_->read(ino, offset, length, data)) {
+      gets_++;
+      bytes_read_ += data->size();
+      return {};
+    }
+    auto inode = pool_->ns().mode_and_size(ino);
     if (!inode.ok()) {
       if (inode.status().code() == Code::kNotFound) forget(std::string(name));
       return counted(ToError(inode.status()));
     }
     if (!S_ISREG(inode->mode)) return {EISDIR, fmt::format("{} is not an object", name)};
-    auto obj = pool_->store().object(inode.value());
-    if (!obj.ok()) return ToError(obj.status());
+    std::shared_ptr<ObjectStore::Object> obj = std::move(named->obj);
+    if (!obj) {  // first read through this name (or a URI): the object table, then remembered
+      auto record = pool_->ns().get(ino);
+      if (!record.ok()) return counted(ToError(record.status()));
+      auto made = pool_->store().object(record.value());
+      if (!made.ok()) return ToError(made.status());
+      obj = std::move(made).value();
+      remember(name, obj);
+    }
     const uint64_t n = offset >= inode->size ? 0 : std::min(length, inode->size - offset);
     data->resize(n);
     if (n) {
-      if (Status s = pool_->store().read(*obj.value(), offset, n, data->data()); !s.ok()) return ToError(s);
+      if (Status s = pool_->store().read(*obj, offset, n, data->data()); !s.ok()) return ToError(s);
     }
     gets_++;
     bytes_read_ += n;
@@ -220,13 +323,16 @@ class ObjectPoolImpl final : public ObjectPool {
 
   std::unique_ptr<Pool> pool_;
   const Options options_;
+  std::unique_ptr<WriteBackBuffer> write_back_;  // null when off; stopped (and flushed) before pool_ goes
   std::string uri_prefix_;
   std::shared_mutex names_mu_;
   struct NameHash {
     using is_transparent = void;  // look up by string_view without a copy
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
   };
-  std::unordered_map<std::string, uint64_t, NameHash, std::equal_to<>> names_;  // GUARDED_BY(names_mu_)
+  std::unordered_map<std::string, Named, NameHash, std::equal_to<>> names_;  // GUARDED_BY(names_mu_)
+  std::unordered_map<std::string, uint64_t> dirs_;  // GUARDED_BY(names_mu_): "a/b/" -> inode
+  std::unordered_map<uint64_t, FileLayout> layouts_;  // GUARDED_BY(names_mu_): directory -> layout of new files
   std::atomic<uint64_t> gets_{0}, puts_{0}, appends_{0}, removes_{0}, not_found_{0}, bytes_read_{0}, bytes_written_{0};
 };
 
@@ -243,9 +349,16 @@ std::unique_ptr<ObjectPool> ObjectPool::Open(const std::string& meta_dir, const 
     return nullptr;
   }
   const uint64_t cache = options.ram_cache_bytes ? options.ram_cache_bytes : pool.value()->ram_capacity();
-  if (options.ram_cache != "off" && cache > 0) pool.value()->store().set_cache(cache, options.ram_cache);
+  const bool ram_tier = options.ram_cache != "off" && cache > 0;
+  if (ram_tier) pool.value()->store().set_cache(cache, options.ram_cache);
+  std::optional<WriteBackOptions> write_back;
+  if (ram_tier && options.write_back && !options.sync_writes) {
+    write_back.emplace();
+    write_back->max_bytes = options.write_back_bytes ? options.write_back_bytes : std::min(cache / 4, write_back->max_bytes);
+    write_back->interval_ms = std::max<uint32_t>(1, options.write_back_interval_ms);
+  }
   *error = {};
-  return std::make_unique<ObjectPoolImpl>(std::move(pool).value(), options);
+  return std::make_unique<ObjectPoolImpl>(std::move(pool).value(), options, write_back);
 }
 
 }  // namespace stripefs::api

@@ -37,12 +37,37 @@ std::vector<Placer::Segment> PlaceableDrives(const std::vector<DriveSlot>& drive
   return out;
 }
 
+// The drive table at its final size (see ObjectStore::drives_): slots past the
+// pool's segments are empty (no allocator, not available) until add_drive().
+std::vector<DriveSlot> SizedDriveTable(std::vector<DriveSlot> drives) {
+  const size_t given = drives.size();
+  drives.resize(std::max<size_t>(given, kMaxSegments));
+  for (size_t i = given; i < drives.size(); ++i) drives[i] = {static_cast<uint32_t>(i), 0, nullptr, false};
+  return drives;
+}
+
 }  // namespace
 
 ObjectStore::ObjectStore(meta::KvStore* kv, meta::Namespace* ns, IoBackend* io, std::vector<DriveSlot> drives)
-    : kv_(kv), ns_(ns), io_(io), drives_(std::move(drives)), placer_(PlaceableDrives(drives_)), dirty_(drives_.size(), false) {}
+    : kv_(kv), ns_(ns), io_(io), drives_(SizedDriveTable(std::move(drives))), placer_(PlaceableDrives(drives_)),
+      dirty_(drives_.size(), false) {}
 
-Result<std::shared_ptr<ObjectStore::Object>> ObjectStore::object(const InodeRecord& inode) {
+Status ObjectStore::add_drive(DriveSlot slot) {
+  std::lock_guard lock(add_drive_mu_);
+  if (slot.id >= drives_.size()) {
+    return Status::Invalid(fmt::format("segment {} is past the largest segment id {}", slot.id, drives_.size() - 1));
+  }
+  DriveSlot& d = drives_[slot.id];
+  if (d.allocator || d.available) return Status::Invalid(fmt::format("segment {} is in use already", slot.id));
+  // No thread reads this slot yet: nothing names the id until the placer
+  // hands it out, and Placer::add publishes it (release) after this store.
+  d = slot;
+  d.available = true;
+  if (!slot.allocator) return Status::OK();
+  return placer_.add({slot.id, slot.allocator});
+}
+
+Result<std::shared_ptr<ObjectStore::Object>> ObjectStore::object(const InodeRecord& inode, bool just_created) {
   std::lock_guard lock(objects_mu_);
   auto it = objects_.find(inode.ino);
   if (it != objects_.end()) return it->second;
@@ -62,6 +87,7 @@ Result<std::shared_ptr<ObjectStore::Object>> ObjectStore::object(const InodeReco
   obj->chunk_size = inode.chunk_size;
   obj->replicas = std::max<uint32_t>(1, inode.replicas);
   obj->strategy = strategy.get();
+  obj->loaded = just_created;  // (no one else can hold it yet: it is not in objects_)
   objects_[inode.ino] = obj;
   return obj;
 }
@@ -339,6 +365,16 @@ Status ObjectStore::sync_and_release() {
 }
 
 Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char* data, size_t len) {
+  return write_or_replace(obj, offset, data, len, /*replace=*/false);
+}
+
+Result<InodeRecord> ObjectStore::replace(Object& obj, const char* data, size_t len) {
+  if (len == 0) return truncate(obj, 0, meta::NowNs());
+  return write_or_replace(obj, 0, data, len, /*replace=*/true);
+}
+
+Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, const char* data, size_t len,
+                                                  bool replace) {
   std::unique_lock lock(obj.mu);
   SFS_RETURN_IF_ERROR(ensure_loaded(obj));
 
@@ -366,10 +402,12 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
       }
     }
   };
-  // Reserves a whole chunk if it can (so sequential writes never move data), else just what is needed.
+  // Reserves a whole chunk if it can (so sequential writes never move data),
+  // else just what is needed. A replace knows the whole contents: just what
+  // is needed (no later close gives back the rest of an object put).
   auto reserve = [&](uint64_t index, uint32_t need) -> Result<std::pair<std::vector<Extent>, uint32_t>> {
     for (int attempt = 0; attempt < 2; ++attempt) {
-      for (uint32_t cap : {obj.chunk_size, need}) {
+      for (uint32_t cap : {replace ? need : obj.chunk_size, need}) {
         auto ext = placer_.place(*obj.strategy, {obj.hash, index, cap}, obj.replicas, obj.replicas);
         if (ext.ok()) return std::make_pair(std::move(ext).value(), cap);
       }
@@ -389,7 +427,7 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
   for (const ChunkPiece& piece : SplitRange(offset, len, obj.chunk_size)) {
     Plan p;
     p.piece = piece;
-    auto it = obj.chunks.find(piece.index);
+    auto it = replace ? obj.chunks.end() : obj.chunks.find(piece.index);
     p.existed = it != obj.chunks.end();
     if (p.existed) p.before = it->second;
     p.after = p.before;  // pending checksums of blocks this write does not cover stay (see step 2)
@@ -510,7 +548,9 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
     for (auto& [index, rec] : intents) obj.chunks[index] = std::move(rec);
     return s;
   };
-  if (cache_) {
+  if (cache_ && replace) {
+    cache_->erase_object(obj.ino);
+  } else if (cache_) {
     for (const Plan& p : plans) cache_->erase(obj.ino, p.piece.index);
   }
   std::vector<IoRequest> reqs;
@@ -529,6 +569,14 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
   // 4. Chunk records and inode in one batch.
   Transaction txn;
   int64_t footprint_delta = 0;
+  std::vector<Freed> freed;
+  if (replace) {  // every old chunk goes: its record now unless rewritten below, its space after the next sync
+    for (const auto& [index, rec] : obj.chunks) {
+      if (index >= plans.size()) meta::DeleteChunk(&txn, obj.ino, index);  // plans cover chunks 0..n-1
+      footprint_delta -= static_cast<int64_t>(Footprint(rec));
+      for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
+    }
+  }
   for (const Plan& p : plans) {
     meta::PutChunk(&txn, obj.ino, p.piece.index, p.after);
     footprint_delta += static_cast<int64_t>(Footprint(p.after)) - static_cast<int64_t>(Footprint(p.before));
@@ -537,13 +585,13 @@ Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char*
   auto committed = ns_->commit_with_inode(
       obj.ino,
       [&](InodeRecord& r) {
-        r.size = std::max<uint64_t>(r.size, offset + len);
+        r.size = replace ? offset + len : std::max<uint64_t>(r.size, offset + len);
         r.mtime_ns = r.ctime_ns = now;
         r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
       },
       &txn, false);
   if (!committed.ok()) return fail(committed.status());
-  std::vector<Freed> freed;
+  if (replace) obj.chunks.clear();
   for (Plan& p : plans) {
     if (p.relocated && p.existed) {
       for (const Extent& e : p.before.replicas) freed.push_back({e, p.before.capacity});

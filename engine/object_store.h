@@ -71,8 +71,9 @@ class ObjectStore {
   // Does not own its arguments; they outlive the store.
   ObjectStore(meta::KvStore* kv, meta::Namespace* ns, IoBackend* io, std::vector<DriveSlot> drives);
 
-  // The shared state of a regular file, created on first use.
-  Result<std::shared_ptr<Object>> object(const meta::InodeRecord& inode);
+  // The shared state of a regular file, created on first use. just_created:
+  // the inode was created a moment ago, so it has no chunks to load.
+  Result<std::shared_ptr<Object>> object(const meta::InodeRecord& inode, bool just_created = false);
   // Drops the cached state of an object (its chunk map) when nothing but the
   // cache holds it, so memory follows the open files, not every file ever touched.
   void forget_if_unused(uint64_t ino);
@@ -89,6 +90,10 @@ class ObjectStore {
   // Writes data at offset and commits it with the inode's new size and mtime.
   // kNoSpace when the pool is full (nothing of this call is then stored).
   Result<meta::InodeRecord> write(Object& obj, uint64_t offset, const char* data, size_t len);
+  // Makes data the object's whole contents (an object put), in one commit:
+  // written to new extents, so a crash leaves the old contents or the new,
+  // and the old extents are freed. Empty data truncates to 0.
+  Result<meta::InodeRecord> replace(Object& obj, const char* data, size_t len);
   // Sets the size: drops or cuts chunks past it; growing leaves a hole.
   Result<meta::InodeRecord> truncate(Object& obj, uint64_t size, int64_t mtime_ns);
   // fallocate(2) PUNCH_HOLE: frees the chunks wholly inside [offset,
@@ -112,6 +117,11 @@ class ObjectStore {
   Status reclaim(uint64_t ino);
   // Makes everything written so far durable: drives flushed, WAL synced.
   Status sync();
+  // Starts placing new chunks on a drive added to the pool while the store is
+  // in use (its id had no slot yet; the I/O backend serves it already).
+  // Readers and writers go on meanwhile. kInvalidArgument for an id that is
+  // taken or past kMaxSegments.
+  Status add_drive(DriveSlot slot);
   // Reads every replica of every chunk of obj, checks each block, and rewrites
   // a bad block (checksum mismatch or read error) from an intact replica.
   // Readers and writers of obj go on meanwhile; each chunk is checked under
@@ -138,6 +148,10 @@ class ObjectStore {
     uint64_t len;
   };
   Status ensure_loaded(Object& obj);  // REQUIRES: obj.mu held
+  // write() and replace(): with replace, the object's old chunks are ignored
+  // while planning and dropped in the same commit.
+  Result<meta::InodeRecord> write_or_replace(Object& obj, uint64_t offset, const char* data, size_t len,
+                                             bool replace);
   // read() of whole blocks: offset and len multiples of 4 KiB, out 4 KiB-aligned.
   Status read_aligned(Object& obj, uint64_t offset, size_t len, char* out);
   // Reads blocks [first, first+count) of a chunk into buf, verified, from any
@@ -164,11 +178,17 @@ class ObjectStore {
   meta::KvStore* kv_;
   meta::Namespace* ns_;
   IoBackend* io_;
-  std::vector<DriveSlot> drives_;  // indexed by segment id
+  // Indexed by segment id; sized once to kMaxSegments (at least) and never
+  // resized, so add_drive() can fill an empty slot while other threads read
+  // their slots without a lock. A slot is read only for a segment id taken
+  // from the placer or from a chunk record, both of which come after the
+  // slot was filled (the placer publishes the id with release/acquire).
+  std::vector<DriveSlot> drives_;
+  std::mutex add_drive_mu_;  // one add_drive() at a time
   Placer placer_;                  // over the drives that take new chunks
 
   std::mutex objects_mu_;
-  std::map<uint64_t, std::shared_ptr<Object>> objects_;  // GUARDED_BY(objects_mu_)
+  std::unordered_map<uint64_t, std::shared_ptr<Object>> objects_;  // GUARDED_BY(objects_mu_)
   std::map<std::string, std::unique_ptr<PlacementStrategy>> strategies_;  // GUARDED_BY(objects_mu_)
 
   std::mutex reclaim_mu_;  // serializes reclaim(): see there

@@ -146,18 +146,37 @@ Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name) {
 }
 
 Placer::Placer(std::vector<Segment> segments) : segments_(std::move(segments)) {
-  for (const Segment& s : segments_) {
-    if (by_id_.size() <= s.id) by_id_.resize(s.id + 1, nullptr);
-    by_id_[s.id] = s.allocator;
+  // Room for every id up to kMaxSegments (or past the largest given one), so
+  // add() never reallocates a table place() may be reading.
+  size_t ids = kMaxSegments;
+  for (const Segment& s : segments_) ids = std::max<size_t>(ids, size_t{s.id} + 1);
+  by_id_.assign(ids, nullptr);
+  for (const Segment& s : segments_) by_id_[s.id] = s.allocator;
+  count_.store(segments_.size(), std::memory_order_release);
+  segments_.resize(ids);  // entries past count_ are not read until add() publishes them
+}
+
+Status Placer::add(Segment s) {
+  std::lock_guard lock(add_mu_);
+  const size_t n = count_.load(std::memory_order_relaxed);
+  if (s.id >= by_id_.size() || n >= segments_.size()) {
+    return Status::Invalid("segment " + std::to_string(s.id) + " is past the largest segment id " +
+                           std::to_string(by_id_.size() - 1));
   }
+  if (by_id_[s.id] != nullptr) return Status::Invalid("segment " + std::to_string(s.id) + " takes new chunks already");
+  by_id_[s.id] = s.allocator;
+  segments_[n] = s;
+  count_.store(n + 1, std::memory_order_release);  // publishes both entries written above
+  return Status::OK();
 }
 
 Result<std::vector<meta::Extent>> Placer::place(const PlacementStrategy& strategy, const PlacementRequest& req,
                                                 uint32_t want, uint32_t min) const {
   thread_local std::vector<SegmentView> views;
   thread_local std::vector<uint32_t> order;
-  views.resize(segments_.size());
-  for (size_t i = 0; i < segments_.size(); ++i) {
+  const size_t n = count_.load(std::memory_order_acquire);  // one snapshot for the whole call
+  views.resize(n);
+  for (size_t i = 0; i < n; ++i) {
     views[i] = {segments_[i].id, segments_[i].allocator->capacity(), segments_[i].allocator->free_bytes()};
   }
   strategy.rank(req, views, &order);

@@ -3,8 +3,10 @@
 // recorded in its ChunkRecord and never recomputed (DESIGN invariant 1).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,9 +50,15 @@ uint64_t ObjectHash(std::string_view uri);
 Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name);
 const std::vector<std::string>& StrategyNames();
 
+// Most segments (drives and RAM) a pool can have: tables indexed by segment id
+// on the data path (the placer's, the object store's, the I/O backend's) are
+// sized to this once, so a drive added to a mounted pool never moves them.
+inline constexpr uint32_t kMaxSegments = 256;
+
 // The segments new chunks may go to, and the one routine that places replicas
 // on them: used by the object store and by the allocation benchmark alike.
-// Thread-safe; the segment list is fixed at construction.
+// Thread-safe. Segments can be added while place() runs (a drive added to a
+// mounted pool), never removed.
 class Placer {
  public:
   struct Segment {
@@ -58,6 +66,12 @@ class Placer {
     SegmentAllocator* allocator;  // not owned
   };
   explicit Placer(std::vector<Segment> segments);
+  Placer(const Placer&) = delete;
+  Placer& operator=(const Placer&) = delete;
+
+  // Makes segment s a candidate for every place() that starts after this
+  // returns. kInvalidArgument when its id is taken or past the table.
+  Status add(Segment s);
 
   // Reserves len bytes on up to `want` distinct segments, in the strategy's
   // order. Succeeds when at least `min` replicas were placed (1 <= min <= want);
@@ -67,11 +81,19 @@ class Placer {
                                           uint32_t want, uint32_t min) const;
   // Gives extents of len bytes back to their segments.
   void release(const std::vector<meta::Extent>& extents, uint64_t len) const;
-  size_t size() const { return segments_.size(); }
+  size_t size() const { return count_.load(std::memory_order_acquire); }
 
  private:
-  std::vector<Segment> segments_;
+  // Growing without a lock on the read side: both tables are sized once, at
+  // construction, and never reallocated. add() fills the next free entry (and
+  // by_id_[id]) and only then publishes it by storing count_ with release;
+  // place() loads count_ with acquire and reads only entries below it, so it
+  // sees each entry whole. release() looks up ids that place() handed out, so
+  // their by_id_ entries were published before. add_mu_ orders adders only.
+  std::vector<Segment> segments_;         // [0, count_) are live
   std::vector<SegmentAllocator*> by_id_;  // segment id -> allocator (null: not placeable)
+  std::atomic<size_t> count_{0};
+  std::mutex add_mu_;
 };
 
 }  // namespace stripefs

@@ -7,6 +7,7 @@
 #include <openssl/rand.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -18,8 +19,10 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "engine/crc32c.h"
+#include "engine/placement.h"
 #include "engine/superblock.h"
 
 namespace stripefs {
@@ -66,23 +69,78 @@ int OpenDrive(const std::string& path, bool writable) {
   return fd;
 }
 
-// Opens a drive a pool is to take (add-drive, replace-drive): refused when it
-// is already one of the pool's drives (other than the one it replaces);
-// created when a size is given.
-Result<int> OpenDriveToJoin(const meta::PoolConfig& config, const DriveSpec& drive, std::optional<uint32_t> replacing) {
+// A drive opened to become segment `id` of a pool (add-drive, replace-drive).
+struct JoiningDrive {
+  int fd = -1;
+  std::string path;          // absolute
+  uint64_t device_size = 0;  // before any growing
+  bool resuming = false;     // it holds the very superblock it is to get (a run that stopped)
+  JoiningDrive() = default;
+  JoiningDrive(JoiningDrive&& o) noexcept
+      : fd(std::exchange(o.fd, -1)), path(std::move(o.path)), device_size(o.device_size), resuming(o.resuming) {}
+  JoiningDrive& operator=(JoiningDrive&&) = delete;
+  ~JoiningDrive() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+// Opens the drive that is to be segment id (replacing: in place of the drive
+// the pool has there). Refused when it is already another of the pool's
+// drives, or holds a pool (another one, or another segment) and force is not
+// given; created when a size is given.
+Result<JoiningDrive> OpenDriveToJoin(const meta::PoolConfig& config, const DriveSpec& drive, uint32_t id,
+                                     bool replacing, bool force) {
+  JoiningDrive d;
   std::error_code ec;
-  const std::string path = std::filesystem::absolute(drive.path, ec).string();
+  d.path = std::filesystem::absolute(drive.path, ec).string();
   for (const auto& other : config.segments) {
-    if (other.kind == "drive" && other.id != replacing && std::filesystem::equivalent(other.path, path, ec)) {
+    if (other.kind == "drive" && !(replacing && other.id == id) && std::filesystem::equivalent(other.path, d.path, ec)) {
       return Status::Invalid(fmt::format("{} is drive {} of this pool already", drive.path, other.id));
     }
   }
-  int fd = open(drive.path.c_str(), O_RDWR | O_CLOEXEC | (drive.size ? O_CREAT : 0), 0600);
-  if (fd >= 0) return fd;
-  if (errno == ENOENT) {
+  d.fd = open(drive.path.c_str(), O_RDWR | O_CLOEXEC | (drive.size ? O_CREAT : 0), 0600);
+  if (d.fd < 0 && errno == ENOENT) {
     return Status::NotFound(fmt::format("drive {} does not exist (give a size, PATH:SIZE, to create it)", drive.path));
   }
-  return Status::IOError(fmt::format("cannot open drive {}: {}", drive.path, strerror(errno)));
+  if (d.fd < 0) return Status::IOError(fmt::format("cannot open drive {}: {}", drive.path, strerror(errno)));
+  auto existing = ReadSuperblock(d.fd);
+  d.resuming = existing.ok() && existing.value() && existing.value()->pool_uuid == config.uuid &&
+               existing.value()->segment_id == id;
+  if (!d.resuming && !force && (!existing.ok() || existing.value())) {
+    return Status::Exists(fmt::format("drive {} already holds a stripefs pool{} (use --force to overwrite it)",
+                                      drive.path, existing.ok() ? " " + existing.value()->pool_uuid : ""));
+  }
+  SFS_ASSIGN_OR_RETURN(d.device_size, DeviceSize(d.fd, drive.path));
+  return d;
+}
+
+// Checks a drive the pool in config is to take as its next segment, creates
+// or grows it to the size asked for and writes its superblock (flushed).
+// Returns the segment for the configuration; the caller records it. A drive
+// that already holds the superblock this would write (an add that stopped
+// before recording it) is taken again without --force.
+Result<meta::SegmentConfig> FormatNewDrive(const meta::PoolConfig& config, const DriveSpec& drive, bool force) {
+  const auto id = static_cast<uint32_t>(config.segments.size());
+  SFS_ASSIGN_OR_RETURN(JoiningDrive d, OpenDriveToJoin(config, drive, id, /*replacing=*/false, force));
+  const int fd = d.fd;
+  const std::string& path = d.path;
+  const uint64_t current = d.device_size;
+  const uint64_t size = drive.size ? drive.size : current;
+  if (UsableCapacity(size) < config.chunk_size) {
+    return Status::Invalid(fmt::format("drive {} is too small: it needs at least {} bytes for one chunk", drive.path,
+                                       kDataOffset + config.chunk_size));
+  }
+  struct stat st;
+  fstat(fd, &st);
+  if (S_ISBLK(st.st_mode) && drive.size > current) {
+    return Status::Invalid(fmt::format("drive {} has {} bytes, less than the {} asked for", drive.path, current, drive.size));
+  }
+  if (S_ISREG(st.st_mode) && current < size && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    return Status::IOError(fmt::format("cannot grow drive {} to {} bytes: {}", drive.path, size, strerror(errno)));
+  }
+  SFS_RETURN_IF_ERROR(WriteSuperblock(fd, {meta::kFormatVersion, id, config.uuid, size}));
+  if (fdatasync(fd) != 0) return Status::IOError(fmt::format("cannot flush drive {}: {}", drive.path, strerror(errno)));
+  return meta::SegmentConfig{id, "drive", path, UsableCapacity(size)};
 }
 
 }  // namespace
@@ -367,37 +425,69 @@ Status Pool::rebuild_allocators() {
 Result<uint32_t> Pool::AddDrive(const std::string& meta_dir, const DriveSpec& drive, bool force) {
   SFS_ASSIGN_OR_RETURN(auto pool, Open(meta_dir, Mode::kCheck));
   meta::PoolConfig config = pool->config_;
-  SFS_ASSIGN_OR_RETURN(int fd, OpenDriveToJoin(config, drive, std::nullopt));
-  std::error_code ec;
-  const std::string path = std::filesystem::absolute(drive.path, ec).string();
-  auto close_fd = std::unique_ptr<int, void (*)(int*)>(&fd, [](int* f) { close(*f); });
-  auto existing = ReadSuperblock(fd);
-  if (!force && (!existing.ok() || existing.value())) {
-    return Status::Exists(fmt::format("drive {} already holds a stripefs pool{} (use --force to overwrite it)",
-                                      drive.path, existing.ok() ? " " + existing.value()->pool_uuid : ""));
-  }
-  SFS_ASSIGN_OR_RETURN(uint64_t current, DeviceSize(fd, drive.path));
-  const uint64_t size = drive.size ? drive.size : current;
-  if (UsableCapacity(size) < config.chunk_size) {
-    return Status::Invalid(fmt::format("drive {} is too small: it needs at least {} bytes for one chunk", drive.path,
-                                       kDataOffset + config.chunk_size));
-  }
-  struct stat st;
-  fstat(fd, &st);
-  if (S_ISBLK(st.st_mode) && drive.size > current) {
-    return Status::Invalid(fmt::format("drive {} has {} bytes, less than the {} asked for", drive.path, current, drive.size));
-  }
-  if (S_ISREG(st.st_mode) && current < size && ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    return Status::IOError(fmt::format("cannot grow drive {} to {} bytes: {}", drive.path, size, strerror(errno)));
-  }
-  const auto id = static_cast<uint32_t>(config.segments.size());
-  SFS_RETURN_IF_ERROR(WriteSuperblock(fd, {meta::kFormatVersion, id, config.uuid, size}));
-  if (fdatasync(fd) != 0) return Status::IOError(fmt::format("cannot flush drive {}: {}", drive.path, strerror(errno)));
-  config.segments.push_back({id, "drive", path, UsableCapacity(size)});
+  SFS_ASSIGN_OR_RETURN(meta::SegmentConfig seg, FormatNewDrive(config, drive, force));
+  config.segments.push_back(seg);
   meta::Transaction txn;
   txn.put(meta::ConfigKey(), meta::EncodeConfig(config));
   SFS_RETURN_IF_ERROR(pool->kv_->commit(txn, true));
-  return id;
+  return seg.id;
+}
+
+Result<uint32_t> Pool::add_drive(const DriveSpec& drive, bool force) {
+  std::lock_guard adding(add_drive_mu_);
+  if (!mounted_) return Status::Invalid("the pool is not mounted read-write");
+  if (!missing_.empty()) {
+    return Status::Invalid(fmt::format("the pool is mounted degraded ({}): replace the missing drive before adding "
+                                       "one (`stripefs replace-drive`)",
+                                       missing_.front()));
+  }
+  meta::PoolConfig config = this->config();
+  if (config.segments.size() >= kMaxSegments) {  // the data path's tables end there (see ObjectStore::drives_)
+    return Status::Invalid(fmt::format("the pool has {} segments, the most a mounted pool can grow to; unmount it "
+                                       "to add more",
+                                       config.segments.size()));
+  }
+  // 1. The drive's superblock, as offline.
+  SFS_ASSIGN_OR_RETURN(meta::SegmentConfig seg, FormatNewDrive(config, drive, force));
+  int fd = OpenDrive(seg.path, true);
+  if (fd < 0) return Status::IOError(fmt::format("cannot open drive {}: {}", seg.path, strerror(errno)));
+  auto allocator = NewBestFitAllocator(seg.capacity, kDriveAllocationUnit);
+  // 2. The configuration, synced, before any chunk can be placed on the drive:
+  // a chunk record never names a segment the stored configuration lacks, so
+  // a crash anywhere in here leaves a pool that mounts (with or without it).
+  config.segments.push_back(seg);
+  meta::Transaction txn;
+  txn.put(meta::ConfigKey(), meta::EncodeConfig(config));
+  if (Status s = kv_->commit(txn, true); !s.ok()) {
+    close(fd);
+    return s;
+  }
+  SegmentAllocator* a = allocator.get();
+  {
+    // 3. df, placement and statfs see the drive (empty until step 5).
+    std::unique_lock lock(config_mu_);
+    config_.segments.push_back(seg);
+    fds_.resize(seg.id + 1, -1);
+    fds_[seg.id] = fd;  // closed by ~Pool
+    allocators_.resize(seg.id + 1);
+    allocators_[seg.id] = std::move(allocator);
+  }
+  // 4. The I/O backend serves the id, then 5. the object store hands it out
+  // for new chunks. In this order: nothing names the id before step 5.
+  Status s = io_->add_segment(seg.id, fd);
+  if (s.ok()) s = store_->add_drive({seg.id, kDataOffset, a, true});
+  if (!s.ok()) {
+    return Status(s.code(), fmt::format("drive {} was added to the pool as drive {}, but this mount cannot use it "
+                                        "({}): new chunks use it from the next mount",
+                                        drive.path, seg.id, s.message()));
+  }
+  spdlog::info("added drive {} ({}, {} bytes) while mounted; new chunks use it now", seg.id, seg.path, seg.capacity);
+  return seg.id;
+}
+
+meta::PoolConfig Pool::config() const {
+  std::shared_lock lock(config_mu_);
+  return config_;
 }
 
 Result<ScrubReport> Pool::ReplaceDrive(const std::string& meta_dir, uint32_t id, const DriveSpec& drive, bool force,
@@ -411,19 +501,12 @@ Result<ScrubReport> Pool::ReplaceDrive(const std::string& meta_dir, uint32_t id,
       return Status::Invalid(fmt::format("the pool has no drive {} (its drives are{})", id, ids));
     }
     meta::SegmentConfig& seg = config.segments[id];
-    SFS_ASSIGN_OR_RETURN(int fd, OpenDriveToJoin(config, drive, id));
-    std::error_code ec;
-    const std::string path = std::filesystem::absolute(drive.path, ec).string();
-    auto close_fd = std::unique_ptr<int, void (*)(int*)>(&fd, [](int* f) { close(*f); });
-    auto existing = ReadSuperblock(fd);
     // Running again after an interruption finds its own superblock: that is allowed.
-    const bool resuming = existing.ok() && existing.value() && existing.value()->pool_uuid == config.uuid &&
-                          existing.value()->segment_id == id;
-    if (!resuming && !force && (!existing.ok() || existing.value())) {
-      return Status::Exists(fmt::format("drive {} already holds a stripefs pool{} (use --force to overwrite it)",
-                                        drive.path, existing.ok() ? " " + existing.value()->pool_uuid : ""));
-    }
-    SFS_ASSIGN_OR_RETURN(uint64_t current, DeviceSize(fd, drive.path));
+    SFS_ASSIGN_OR_RETURN(JoiningDrive d, OpenDriveToJoin(config, drive, id, /*replacing=*/true, force));
+    const int fd = d.fd;
+    const bool resuming = d.resuming;
+    const uint64_t current = d.device_size;
+    const std::string& path = d.path;
     const uint64_t size = std::max(drive.size, current);
     if (UsableCapacity(size) < seg.capacity) {
       return Status::Invalid(fmt::format("drive {} is too small: drive {} needs {} bytes", drive.path, id,
@@ -486,24 +569,28 @@ Status Pool::check_metadata_room() {
 }
 
 uint64_t Pool::ram_capacity() const {
+  std::shared_lock lock(config_mu_);
   uint64_t total = 0;
   for (const auto& seg : config_.segments) total += seg.kind == "ram" ? seg.capacity : 0;
   return total;
 }
 
 uint64_t Pool::drive_capacity() const {
+  std::shared_lock lock(config_mu_);
   uint64_t total = 0;
   for (const auto& a : allocators_) total += a ? a->capacity() : 0;
   return total;
 }
 
 uint64_t Pool::drive_free() const {
+  std::shared_lock lock(config_mu_);
   uint64_t total = 0;
   for (const auto& a : allocators_) total += a ? a->free_bytes() : 0;
   return total + store_->pending_free_bytes();
 }
 
 Result<std::vector<SegmentUsage>> Pool::usage() {
+  std::shared_lock lock(config_mu_);
   std::vector<SegmentUsage> out;
   for (const auto& seg : config_.segments) {
     uint64_t used = 0;
@@ -544,6 +631,7 @@ Result<InodeRecord> Pool::resolve(const std::string& path) {
 Result<nlohmann::json> Pool::placement(const InodeRecord& inode, const std::string& path) {
   if ((inode.mode & S_IFMT) != S_IFREG) return Status(Code::kIsDirectory, path + " is not a regular file");
   SFS_ASSIGN_OR_RETURN(auto chunks, store_->load_chunks(inode.ino));
+  std::shared_lock lock(config_mu_);
   nlohmann::json j;
   j["path"] = path;
   j["uri"] = inode.uri;

@@ -6,6 +6,8 @@
 #include <functional>
 #include <optional>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -71,7 +73,9 @@ class Pool {
   const std::vector<std::string>& missing_drives() const { return missing_; }
   ~Pool();
 
-  const meta::PoolConfig& config() const { return config_; }
+  // A copy: a mounted pool's segment list can grow (add_drive) while other
+  // threads ask.
+  meta::PoolConfig config() const;
   meta::KvStore& kv() { return *kv_; }
   meta::Namespace& ns() { return *ns_; }
   ObjectStore& store() { return *store_; }
@@ -123,6 +127,11 @@ class Pool {
   // the next segment id; the next mount places new chunks on it as well.
   // Existing chunks stay where they are. Returns the new drive's segment id.
   static Result<uint32_t> AddDrive(const std::string& meta_dir, const DriveSpec& drive, bool force);
+  // AddDrive on this pool, opened with Mode::kMount and in use: the drive gets
+  // its superblock, the configuration records it (synced), and new chunks are
+  // placed on it from the moment this returns; reads and writes in other
+  // threads go on meanwhile. Refused on a degraded mount. Returns the id.
+  Result<uint32_t> add_drive(const DriveSpec& drive, bool force);
 
   static Result<ScrubReport> ReplaceDrive(const std::string& meta_dir, uint32_t id, const DriveSpec& drive, bool force,
                                           const std::function<void(const ScrubReport&)>& progress);
@@ -134,6 +143,13 @@ class Pool {
   Status rebuild_allocators();
 
   std::string meta_dir_;
+  // config_.segments, fds_ and allocators_ grow when add_drive() runs on a
+  // mounted pool: readers outside the data path (df, placement, statfs) take
+  // config_mu_ shared, add_drive() takes it exclusive to append. The data
+  // path does not use these: it goes through the object store, whose tables
+  // are sized once and filled in place (see ObjectStore::add_drive).
+  mutable std::shared_mutex config_mu_;
+  std::mutex add_drive_mu_;  // one add_drive() at a time, start to end
   meta::PoolConfig config_;
   std::unique_ptr<meta::KvStore> kv_;
   std::unique_ptr<meta::Namespace> ns_;

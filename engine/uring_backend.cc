@@ -4,11 +4,15 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "engine/io_backend.h"
+#include "engine/placement.h"
 
 namespace stripefs {
 namespace {
@@ -17,7 +21,10 @@ constexpr unsigned kRingEntries = 128;
 
 class UringBackend final : public IoBackend {
  public:
-  explicit UringBackend(std::vector<int> fds) : fds_(std::move(fds)) {}
+  explicit UringBackend(std::vector<int> fds)
+      : nfds_(std::max<size_t>(fds.size(), kMaxSegments)), fds_(new std::atomic<int>[nfds_]) {
+    for (size_t i = 0; i < nfds_; ++i) fds_[i].store(i < fds.size() ? fds[i] : -1, std::memory_order_relaxed);
+  }
   ~UringBackend() override {
     for (io_uring* r : free_rings_) {
       io_uring_queue_exit(r);
@@ -47,7 +54,7 @@ class UringBackend final : public IoBackend {
       unsigned batch = 0;
       for (; next < rest.size() && in_flight + batch < kRingEntries; ++next) {
         IoRequest& r = rest[next];
-        int fd = fds_.at(r.segment);
+        int fd = this->fd(r.segment);
         if (fd < 0) {
           note(MissingDrive(r.segment));
           continue;
@@ -73,7 +80,7 @@ class UringBackend final : public IoBackend {
         return s;
       }
     }
-    note(fds_.at(reqs[0].segment) < 0 ? MissingDrive(reqs[0].segment) : finish(reqs[0], 0));
+    note(fd(reqs[0].segment) < 0 ? MissingDrive(reqs[0].segment) : finish(reqs[0], 0));
     while (in_flight > 0) {
       io_uring_cqe* cqe;
       int rc = io_uring_wait_cqe(ring, &cqe);
@@ -93,8 +100,21 @@ class UringBackend final : public IoBackend {
     return first_error;
   }
 
+  Status add_segment(uint32_t segment, int fd) override {
+    if (segment >= nfds_) {
+      return Status::Invalid(fmt::format("segment {} is past the largest segment id {}", segment, nfds_ - 1));
+    }
+    int none = -1;
+    // Release: a thread that gets this segment id from the placer (published
+    // after this call) and then loads the descriptor with acquire sees it.
+    if (!fds_[segment].compare_exchange_strong(none, fd, std::memory_order_release, std::memory_order_relaxed)) {
+      return Status::Invalid(fmt::format("segment {} has a drive already", segment));
+    }
+    return Status::OK();
+  }
+
   Status flush(uint32_t segment) override {
-    int fd = fds_.at(segment);
+    int fd = this->fd(segment);
     if (fd < 0) return Status::OK();
     if (fdatasync(fd) != 0) {
       return Status::IOError(fmt::format("flush of segment {}: {}", segment, strerror(errno)));
@@ -118,8 +138,8 @@ class UringBackend final : public IoBackend {
   Status finish(const IoRequest& r, size_t done) {
     while (done < r.len) {
       char* p = static_cast<char*>(r.buf) + done;
-      ssize_t n = r.op == IoRequest::Op::kRead ? pread(fds_[r.segment], p, r.len - done, r.offset + done)
-                                               : pwrite(fds_[r.segment], p, r.len - done, r.offset + done);
+      ssize_t n = r.op == IoRequest::Op::kRead ? pread(fd(r.segment), p, r.len - done, r.offset + done)
+                                               : pwrite(fd(r.segment), p, r.len - done, r.offset + done);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return Failure(r, errno);
       if (n == 0) {
@@ -153,7 +173,18 @@ class UringBackend final : public IoBackend {
     free_rings_.push_back(r);
   }
 
-  std::vector<int> fds_;
+  // The descriptor of a segment; -1 when it has none (or the id is unknown).
+  int fd(uint32_t segment) const {
+    return segment < nfds_ ? fds_[segment].load(std::memory_order_acquire) : -1;
+  }
+
+  // By segment id, sized once (kMaxSegments at least) so that a drive added
+  // while the pool is in use fills a slot instead of growing the table under
+  // readers; each slot is atomic because run() reads it without a lock. The
+  // rings do not register files (IORING_REGISTER_FILES): with registration, a
+  // new drive would need io_uring_register_files_update on every pooled ring.
+  const size_t nfds_;
+  std::unique_ptr<std::atomic<int>[]> fds_;
   std::mutex mu_;
   std::vector<io_uring*> free_rings_;  // GUARDED_BY(mu_)
 };

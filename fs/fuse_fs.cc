@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <chrono>
+#include <filesystem>
 #include <condition_variable>
 #include <functional>
 #include <thread>
@@ -43,6 +44,12 @@ constexpr const char* kScrubXattr = "user.stripefs.scrub";
 constexpr size_t kScrubLinesMax = 200;
 // Reading it answers the mount's stats document (what `stripefs stats` prints).
 constexpr const char* kStatsXattr = "user.stripefs.stats";
+// Setting it on the mount root adds a drive to the mounted pool (`stripefs
+// add-drive MOUNTPOINT PATH[:SIZE]`); the value is {"path","size","force"}.
+// setxattr(2) can only carry an errno back, so the daemon keeps the outcome
+// for the calling process: a getxattr of it from the same pid answers
+// {"ok":true,"id","path","capacity"} or {"ok":false,"error":"message"}.
+constexpr const char* kAddDriveXattr = "user.stripefs.add_drive";
 
 struct FileHandle {
   std::shared_ptr<ObjectStore::Object> obj;
@@ -57,6 +64,31 @@ class Frontend {
   Frontend(Pool* pool, bool update_atime) : pool_(pool), update_atime_(update_atime) {}
 
   void set_session(fuse_session* se) { session_ = se; }
+  void set_mountpoint(std::string m) { mountpoint_ = std::move(m); }
+
+  // Adds the drive described by value (see kAddDriveXattr) and keeps the
+  // outcome for pid. Only root or the user the daemon runs as may do this:
+  // the daemon creates and writes the file the value names.
+  Status add_drive(const fuse_ctx* ctx, std::string_view value) {
+    auto added = add_drive_as(ctx, value);
+    nlohmann::json j;
+    if (added.ok()) {
+      j = std::move(added).value();
+    } else {
+      j = {{"ok", false}, {"error", added.status().message()}};
+      spdlog::warn("add-drive {}: {}", value, added.status().message());
+    }
+    std::lock_guard lock(mu_);
+    if (add_drive_results_.size() >= 64) add_drive_results_.clear();  // callers read theirs at once
+    add_drive_results_[ctx->pid] = j.dump();
+    return added.status();
+  }
+  Result<std::string> add_drive_result(pid_t pid) {
+    std::lock_guard lock(mu_);
+    auto it = add_drive_results_.find(pid);
+    if (it == add_drive_results_.end()) return Status(Code::kNoData, "no add-drive by this process");
+    return it->second;
+  }
   // Cache mode: null unless mounted with -o on_full=evict.
   void set_evictor(Evictor* e) { evictor_ = e; }
   Evictor* evictor() { return evictor_; }
@@ -76,7 +108,7 @@ class Frontend {
     j["cache"] = {{"capacity", c.capacity}, {"bytes", c.bytes},           {"entries", c.entries},
                   {"hits", c.hits},         {"misses", c.misses},         {"insertions", c.insertions},
                   {"evictions", c.evictions}};
-    j["dirty_bytes"] = 0;  // no write-back buffer: a write returns once its data is on the drives
+    j["dirty_bytes"] = 0;  // a mount writes through (the write-back buffer serves the object API)
     const EvictorStats e = evictor_ ? evictor_->stats() : EvictorStats{};
     j["eviction"] = {{"mode", evictor_ ? "evict" : "enospc"}, {"objects", e.objects}, {"bytes", e.bytes}};
     j["repaired_blocks"] = store().repaired_blocks();
@@ -138,9 +170,39 @@ class Frontend {
   RequestStats requests_;
   std::atomic<uint64_t> eio_{0}, enospc_{0};
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  Result<nlohmann::json> add_drive_as(const fuse_ctx* ctx, std::string_view value) {
+    if (ctx->uid != 0 && ctx->uid != getuid()) {
+      return Status(Code::kPermission, "only root or the user the daemon runs as may add a drive");
+    }
+    auto j = nlohmann::json::parse(value, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("path") || !j["path"].is_string() ||
+        (j.contains("size") && !j["size"].is_number_unsigned()) || (j.contains("force") && !j["force"].is_boolean())) {
+      return Status::Invalid(R"(the value must be JSON: {"path":"/abs/path","size":BYTES,"force":false})");
+    }
+    DriveSpec spec;
+    spec.path = j["path"].get<std::string>();
+    spec.size = j.value("size", uint64_t{0});
+    const bool force = j.value("force", false);
+    const std::filesystem::path path(spec.path);
+    if (!path.is_absolute()) return Status::Invalid(fmt::format("drive path {} is not absolute", spec.path));
+    // A drive inside this mount would send the daemon's own I/O back to it.
+    const auto rel = path.lexically_normal().lexically_relative(mountpoint_);
+    if (!mountpoint_.empty() && !rel.empty() && *rel.begin() != "..") {
+      return Status::Invalid(fmt::format("{} is inside the pool's own mount {}", spec.path, mountpoint_));
+    }
+    SFS_ASSIGN_OR_RETURN(uint32_t id, pool_->add_drive(spec, force));
+    nlohmann::json out = {{"ok", true}, {"id", id}, {"path", spec.path}};
+    for (const auto& seg : pool_->config().segments) {
+      if (seg.id == id) out["path"] = seg.path, out["capacity"] = seg.capacity;
+    }
+    return out;
+  }
+
   fuse_session* session_ = nullptr;
+  std::string mountpoint_;
   std::mutex mu_;
   std::unordered_map<uint64_t, int> opens_;  // GUARDED_BY(mu_)
+  std::unordered_map<pid_t, std::string> add_drive_results_;  // GUARDED_BY(mu_): outcome by caller pid
 };
 
 Frontend* F(fuse_req_t req) { return static_cast<Frontend*>(fuse_req_userdata(req)); }
@@ -574,6 +636,7 @@ bool IsUserXattr(const char* name) { return std::strncmp(name, "user.", 5) == 0;
 
 bool IsVirtualXattr(const char* name) {
   return std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0 ||
+         std::strcmp(name, kAddDriveXattr) == 0 ||
          std::strcmp(name, kScrubXattr) == 0 || std::strcmp(name, kStatsXattr) == 0 || name == kLayoutXattr;
 }
 
@@ -600,7 +663,7 @@ Result<std::string> ScrubFile(Frontend* f, fuse_ino_t ino) {
 // Read-only attributes the daemon answers: where a file's chunks live, its
 // layout (for a directory: the layout new files get), pool usage, and a
 // scrub of a file.
-Result<std::string> VirtualXattr(Frontend* f, fuse_ino_t ino, const char* name) {
+Result<std::string> VirtualXattr(fuse_req_t req, Frontend* f, fuse_ino_t ino, const char* name) {
   if (name == kLayoutXattr) {
     SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
     if (S_ISDIR(r.mode)) {
@@ -616,6 +679,7 @@ Result<std::string> VirtualXattr(Frontend* f, fuse_ino_t ino, const char* name) 
     return j.dump();
   }
   if (std::strcmp(name, kScrubXattr) == 0) return ScrubFile(f, ino);
+  if (std::strcmp(name, kAddDriveXattr) == 0) return f->add_drive_result(fuse_req_ctx(req)->pid);
   if (std::strcmp(name, kStatsXattr) == 0) {
     SFS_ASSIGN_OR_RETURN(nlohmann::json j, f->stats_json());
     return j.dump();
@@ -632,8 +696,12 @@ void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
-  if (IsVirtualXattr(name)) return (void)fuse_reply_err(req, EPERM);
   Frontend* f = F(req);
+  if (std::strcmp(name, kAddDriveXattr) == 0) {  // an online add-drive: on the mount root only
+    if (ino != FUSE_ROOT_ID) return (void)fuse_reply_err(req, EINVAL);
+    return (void)fuse_reply_err(req, ToErrno(f->add_drive(fuse_req_ctx(req), std::string_view(value, size))));
+  }
+  if (IsVirtualXattr(name)) return (void)fuse_reply_err(req, EPERM);
   if (Status room = f->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "setxattr");
   std::string_view v(value, size);
   std::string canonical;
@@ -656,7 +724,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, ENODATA);
   if (IsVirtualXattr(name)) {
-    auto v = VirtualXattr(F(req), ino, name);
+    auto v = VirtualXattr(req, F(req), ino, name);
     if (Failed(req, v, "getxattr")) return;
     return ReplyXattr(req, v.value(), size);
   }
@@ -790,6 +858,7 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
     return Status::IOError("cannot install signal handlers");
   }
   frontend.set_session(se);
+  frontend.set_mountpoint(options.mountpoint);
   std::unique_ptr<Evictor> evictor;
   if (options.evict) {
     Evictor::Hooks hooks{

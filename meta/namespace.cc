@@ -118,6 +118,13 @@ Result<InodeRecord> Namespace::get(uint64_t ino) {
   return load(ino);
 }
 
+Result<Namespace::ModeAndSize> Namespace::mode_and_size(uint64_t ino) {
+  std::lock_guard lock(mu_);
+  if (auto it = cache_.find(ino); it != cache_.end()) return ModeAndSize{it->second.mode, it->second.size};
+  SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
+  return ModeAndSize{r.mode, r.size};
+}
+
 Result<InodeRecord> Namespace::lookup(uint64_t parent, std::string_view name) {
   if (name.size() > kNameMax) return Status(Code::kNameTooLong, "name longer than 255 bytes");
   std::lock_guard lock(mu_);
@@ -162,9 +169,13 @@ Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, co
   put_inode(&txn, r);
   put_inode(&txn, dir);
   txn.put(DirEntryKey(parent, name), EncodeDirEntry({r.ino, n.mode & S_IFMT}));
-  txn.put(NextInoKey(), EncodeU64(next_ino_ + 1));
+  // The stored counter is a bound, raised a batch at a time: most creates
+  // then write one record fewer. A crash only leaves numbers unused.
+  const bool raise_bound = next_ino_ + 1 > ino_bound_;
+  if (raise_bound) txn.put(NextInoKey(), EncodeU64(next_ino_ + kInoBatch));
   for (const auto& [xname, value] : n.xattrs) txn.put(XattrKey(r.ino, xname), value);
   SFS_RETURN_IF_ERROR(commit(&txn, {r, dir}));
+  if (raise_bound) ino_bound_ = next_ino_ + kInoBatch;
   next_ino_++;
   return r;
 }

@@ -55,6 +55,13 @@ class Namespace {
   static Result<std::unique_ptr<Namespace>> Open(KvStore* kv, std::string pool_uuid);
 
   Result<InodeRecord> get(uint64_t ino);
+  // get()'s type bits and size alone, without copying the record's strings:
+  // for the object API's reads.
+  struct ModeAndSize {
+    uint32_t mode;
+    uint64_t size;
+  };
+  Result<ModeAndSize> mode_and_size(uint64_t ino);
   Result<InodeRecord> lookup(uint64_t parent, std::string_view name);
   // Creates a file, directory, symlink, FIFO, socket or device node.
   // Errors: kExists, kNotFound (parent), kNotDirectory, kNameTooLong.
@@ -90,7 +97,9 @@ class Namespace {
   Result<std::vector<uint64_t>> orphans();
 
  private:
-  Namespace(KvStore* kv, std::string uuid, uint64_t next_ino) : kv_(kv), uuid_(std::move(uuid)), next_ino_(next_ino) {}
+  Namespace(KvStore* kv, std::string uuid, uint64_t next_ino)
+      : kv_(kv), uuid_(std::move(uuid)), next_ino_(next_ino), ino_bound_(next_ino) {}
+  static constexpr uint64_t kInoBatch = 1024;  // inode numbers taken per write of the stored counter
   Result<InodeRecord> load(uint64_t ino);         // REQUIRES: mu_ held
   Result<InodeRecord> load_dir(uint64_t ino);     // REQUIRES: mu_ held
   Result<std::optional<DirEntry>> find(uint64_t parent, std::string_view name);  // REQUIRES: mu_ held
@@ -105,6 +114,7 @@ class Namespace {
   std::string uuid_;
   std::mutex mu_;
   uint64_t next_ino_;                                   // GUARDED_BY(mu_)
+  uint64_t ino_bound_;                                  // GUARDED_BY(mu_): the stored counter, above next_ino_
   std::unordered_map<uint64_t, InodeRecord> cache_;     // GUARDED_BY(mu_)
 };
 

@@ -446,13 +446,53 @@ int RunScrub(const std::string& target, bool json) {
   return PrintScrub(total, files, json);
 }
 
-int RunAddDrive(const std::string& meta_dir, const std::string& drive, bool force) {
+// Online (TARGET a mountpoint): the daemon adds the drive through the
+// user.stripefs.add_drive xattr of the mount root and keeps the outcome for
+// this process, which reads it back (see fs/fuse_fs.cc).
+int AddDriveOnline(const std::string& mountpoint, const DriveSpec& spec, bool force) {
+  std::error_code ec;
+  // The daemon runs elsewhere (its cwd is /): it gets an absolute path.
+  const std::filesystem::path path = std::filesystem::weakly_canonical(std::filesystem::absolute(spec.path, ec), ec);
+  struct stat mnt, at;
+  const std::filesystem::path probe = std::filesystem::exists(path, ec) ? path : path.parent_path();
+  if (stat(mountpoint.c_str(), &mnt) == 0 && stat(probe.c_str(), &at) == 0 && at.st_dev == mnt.st_dev) {
+    return Fail(fmt::format("cannot add {} to {}: it is inside the pool's own mount", spec.path, mountpoint));
+  }
+  const std::string value = nlohmann::json{{"path", path.string()}, {"size", spec.size}, {"force", force}}.dump();
+  const int rc = setxattr(mountpoint.c_str(), "user.stripefs.add_drive", value.data(), value.size(), 0);
+  const int err = errno;
+  auto answer = LiveXattr(mountpoint, "user.stripefs.add_drive");
+  nlohmann::json j = answer.ok() ? nlohmann::json::parse(answer.value(), nullptr, false) : nlohmann::json();
+  if (rc != 0) {
+    if (j.is_object() && j.value("ok", true) == false) {
+      return Fail(fmt::format("cannot add {} to {}: {}", spec.path, mountpoint, j.value("error", "")));
+    }
+    if (err == EROFS) return Fail(fmt::format("cannot add {} to {}: the mount is read-only", spec.path, mountpoint));
+    return Fail(fmt::format("cannot add {} to {}: {}", spec.path, mountpoint, strerror(err)));
+  }
+  if (!j.is_object() || !j.contains("id")) return Fail("the daemon's add-drive answer is not JSON");
+  fmt::print("added {} as drive {}; new chunks use it now\n", spec.path, j["id"].get<uint32_t>());
+  return 0;
+}
+
+int RunAddDrive(const std::string& target, const std::string& drive, bool force) {
   auto spec = ParseDriveSpec(drive);
   if (!spec.ok()) return Fail(spec.status());
-  auto id = Pool::AddDrive(meta_dir, spec.value(), force);
+  std::error_code ec;
+  if (!std::filesystem::exists(target, ec)) return Fail(fmt::format("{}: no such file or directory", target));
+  if (!std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {
+    if (!LiveXattr(target, "user.stripefs.df").ok()) {
+      return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));
+    }
+    return AddDriveOnline(target, spec.value(), force);
+  }
+  auto id = Pool::AddDrive(target, spec.value(), force);
   if (!id.ok()) {
-    if (id.status().code() == Code::kBusy) return Fail(id.status().message() + "; unmount it before adding a drive");
-    return Fail(fmt::format("cannot add {} to {}: {}", spec->path, meta_dir, id.status().message()));
+    if (id.status().code() == Code::kBusy) {
+      return Fail(id.status().message() + "; unmount it before adding a drive, or give its mountpoint to add the "
+                                          "drive while it is mounted");
+    }
+    return Fail(fmt::format("cannot add {} to {}: {}", spec->path, target, id.status().message()));
   }
   fmt::print("added {} as drive {}; new chunks use it from the next mount\n", spec->path, id.value());
   return 0;
@@ -626,8 +666,9 @@ int main(int argc, char** argv) {
 
   std::string add_dir, add_path;
   bool add_force = false;
-  auto* add = app.add_subcommand("add-drive", "Add a drive to an unmounted pool; new chunks use it from the next mount");
-  add->add_option("DIR", add_dir, "The pool's metadata directory")->required();
+  auto* add = app.add_subcommand("add-drive", "Add a drive to a pool, mounted (new chunks use it at once) or not "
+                                              "(from the next mount)");
+  add->add_option("TARGET", add_dir, "A mountpoint (online), or an unmounted pool's metadata directory")->required();
   add->add_option("PATH", add_path, "PATH[:SIZE] of the new drive; a file is created or grown to SIZE")->required();
   add->add_flag("--force", add_force, "Overwrite a drive that holds another stripefs pool");
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -163,6 +164,115 @@ TEST_F(ObjectApiTest, MultiGetAndThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// The write-back buffer: puts are answered from RAM and stored on sync, on
+// the timer, past the byte limit, or on close; nothing put is lost.
+TEST_F(ObjectApiTest, BufferedPutsReadBackAndAreStoredBySync) {
+  for (int i = 0; i < 50; ++i) ASSERT_FALSE(pool_->put("wb/" + std::to_string(i), std::string(1000 + i, 'a' + i % 26)));
+  api::Stats s = pool_->stats();
+  EXPECT_EQ(s.dirty_objects, 50u) << "small puts wait in the buffer";
+  EXPECT_EQ(Get("wb/7"), std::string(1007, 'h')) << "and read back from it";
+  std::string part;
+  ASSERT_FALSE(pool_->read("wb/7", 1000, 100, &part));
+  EXPECT_EQ(part, std::string(7, 'h'));
+  ASSERT_FALSE(pool_->put("wb/7", "again"));
+  EXPECT_EQ(Get("wb/7"), "again");
+  ASSERT_FALSE(pool_->append("wb/8", "+tail")) << "an append stores the buffered put first";
+  EXPECT_EQ(Get("wb/8"), std::string(1008, 'i') + "+tail");
+  ASSERT_FALSE(pool_->remove("wb/9"));
+  EXPECT_EQ(pool_->get("wb/9", &part).code, ENOENT);
+  ASSERT_FALSE(pool_->sync());
+  EXPECT_EQ(pool_->stats().dirty_objects, 0u);
+  EXPECT_EQ(pool_->stats().dirty_bytes, 0u);
+
+  ASSERT_FALSE(pool_->put("wb/late", "put just before close"));
+  api::Options no_write_back;
+  no_write_back.write_back = false;
+  Reopen(no_write_back);  // closing stores what is still buffered
+  EXPECT_EQ(Get("wb/7"), "again");
+  EXPECT_EQ(Get("wb/8"), std::string(1008, 'i') + "+tail");
+  EXPECT_EQ(Get("wb/49"), std::string(1049, 'x'));
+  EXPECT_EQ(Get("wb/late"), "put just before close");
+  EXPECT_EQ(pool_->get("wb/9", &part).code, ENOENT);
+  ASSERT_FALSE(pool_->put("wb/direct", "x"));
+  EXPECT_EQ(pool_->stats().dirty_objects, 0u) << "write_back = false writes through";
+}
+
+TEST_F(ObjectApiTest, TheTimerAndTheByteLimitStoreBufferedPuts) {
+  api::Options o;
+  o.write_back_bytes = 64 << 10;
+  o.write_back_interval_ms = 20;
+  Reopen(o);
+  for (int i = 0; i < 200; ++i) {
+    Error e = pool_->put("lim/" + std::to_string(i), std::string(1024, 'q'));
+    ASSERT_FALSE(e) << e.code << " " << e.message << " at put " << i;
+    ASSERT_LE(pool_->stats().dirty_bytes, 64u << 10) << "after put " << i;
+  }
+  // The timer (20 ms) stores the rest without a sync; wait for it (bounded).
+  for (int tries = 0; tries < 1000 && pool_->stats().dirty_objects > 0; ++tries) usleep(10'000);
+  EXPECT_EQ(pool_->stats().dirty_objects, 0u);
+
+  api::Options sync_writes;
+  sync_writes.sync_writes = true;
+  Reopen(sync_writes);
+  ASSERT_FALSE(pool_->put("lim/durable", "y"));
+  EXPECT_EQ(pool_->stats().dirty_objects, 0u) << "sync_writes: every put is stored before it returns";
+}
+
+TEST_F(ObjectApiTest, AFullPoolFailsThePutItselfAndLosesNothingBuffered) {
+  // 3 x 64 MiB drives: buffering stops once the drives could not take
+  // everything buffered, so the put that finds no room fails itself (ENOSPC).
+  std::map<std::string, std::string> stored;
+  Error e;
+  const std::string value(200 << 10, 'f');
+  for (int i = 0; i < 5000 && !e; ++i) {
+    const std::string name = "full/" + std::to_string(i);
+    e = pool_->put(name, value.substr(i % 100));
+    if (!e) stored[name] = value.substr(i % 100);
+  }
+  ASSERT_EQ(e.code, ENOSPC) << e.message;
+  EXPECT_GT(stored.size(), 100u);
+  Error synced = pool_->sync();
+  EXPECT_FALSE(synced) << "everything put before the ENOSPC was stored: " << synced.message;
+  Reopen();
+  for (const auto& [name, data] : stored) ASSERT_EQ(Get(name), data) << name;
+}
+
+TEST_F(ObjectApiTest, ConcurrentPutsAndTimerFlushesKeepTheLastVersion) {
+  api::Options o;
+  o.write_back_interval_ms = 1;  // flushes all the time, racing the puts
+  Reopen(o);
+  constexpr int kThreads = 4, kRounds = 300;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        const std::string name = "race/" + std::to_string(t) + "/" + std::to_string(i % 7);
+        const std::string value = std::to_string(i) + std::string(i % 50, 'v');
+        if (Error e = pool_->put(name, value)) wrong++, ADD_FAILURE() << e.message;
+        std::string back;
+        if (Error e = pool_->get(name, &back); e || back != value) wrong++, ADD_FAILURE() << name << ": " << back;
+        if (i % 13 == 0) pool_->append(name, "+");
+        if (i % 29 == 0) pool_->remove(name);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  std::map<std::string, std::string> last;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int k = 0; k < 7; ++k) {
+      const std::string name = "race/" + std::to_string(t) + "/" + std::to_string(k);
+      std::string v;
+      Error e = pool_->get(name, &v);
+      if (!e) last[name] = v;
+    }
+  }
+  ASSERT_FALSE(pool_->sync());
+  Reopen();
+  for (const auto& [name, v] : last) EXPECT_EQ(Get(name), v) << name;
 }
 
 }  // namespace

@@ -36,12 +36,20 @@ struct Options {
   std::string ram_cache = "s3fifo";  // the RAM tier: "s3fifo", "lru" or "off"
   uint64_t ram_cache_bytes = 0;      // 0: the size of the pool's RAM segment
   bool sync_writes = false;          // put, append and remove return once durable
+  // The RAM tier's write-back buffer (on when the RAM tier is, unless
+  // sync_writes): a put of at most 256 KiB is held in memory and stored on
+  // sync(), on a timer, when the buffer is full, or on close. sync() reports
+  // any failure to store it (ENOSPC, EIO), as fsync(2) does for a page cache.
+  bool write_back = true;
+  uint64_t write_back_bytes = 0;          // 0: a quarter of the RAM tier, at most 64 MiB
+  uint32_t write_back_interval_ms = 1000;  // the timer
 };
 
 struct Stats {
   uint64_t gets = 0, puts = 0, appends = 0, removes = 0, not_found = 0;
   uint64_t bytes_read = 0, bytes_written = 0;
   uint64_t cache_hits = 0, cache_misses = 0, cache_evictions = 0, cache_bytes = 0, cache_capacity = 0;
+  uint64_t dirty_bytes = 0, dirty_objects = 0;  // in the write-back buffer, not yet on the drives
 };
 
 class ObjectPool {
@@ -69,7 +77,9 @@ class ObjectPool {
   // get() of each name: (*data)[i] and (*errors)[i] belong to names[i].
   virtual void multi_get(std::span<const std::string> names, std::vector<std::string>* data,
                          std::vector<Error>* errors) = 0;
-  // Makes everything written so far durable.
+  // Makes everything written so far durable: the write-back buffer stored,
+  // drives flushed, metadata synced. An object the buffer could not store
+  // stays buffered (readable, retried by the next sync) and is reported here.
   virtual Error sync() = 0;
   virtual Stats stats() const = 0;
 };

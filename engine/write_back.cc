@@ -1,0 +1,148 @@
+// WriteBackBuffer (see write_back.h).
+#include "engine/write_back.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <vector>
+
+namespace stripefs {
+
+// Room the drives must have beyond everything buffered before a put is
+// buffered: one write-through's worth of slack for writers not going
+// through the buffer.
+constexpr uint64_t kFreeSlack = 64ull << 20;
+
+WriteBackBuffer::WriteBackBuffer(ObjectStore* store, std::function<uint64_t()> free_bytes, WriteBackOptions options)
+    : store_(store), free_bytes_(std::move(free_bytes)), options_(options) {
+  timer_ = std::thread([this] { run(); });
+}
+
+WriteBackBuffer::~WriteBackBuffer() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  timer_.join();
+  if (Status s = flush_all(); !s.ok()) {
+    spdlog::error("write-back: {} objects could not be stored at close: {}", stats().dirty_objects, s.message());
+  }
+}
+
+bool WriteBackBuffer::take(std::shared_ptr<ObjectStore::Object> obj, std::string_view data) {
+  if (data.size() > options_.max_object || data.empty()) return false;
+  const uint64_t ino = obj->ino;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      auto it = dirty_.find(ino);
+      const uint64_t replaced = it == dirty_.end() ? 0 : it->second.data->size();
+      if (dirty_bytes_ - replaced + data.size() <= options_.max_bytes) {
+        // Every buffered object will need its bytes on each replica.
+        const uint64_t promised = (dirty_bytes_ - replaced + data.size()) * obj->replicas + kFreeSlack;
+        if (free_bytes_() < promised) return false;
+        Dirty& d = dirty_[ino];
+        d.obj = std::move(obj);
+        d.data = std::make_shared<const std::string>(data);
+        d.generation = next_generation_++;
+        dirty_bytes_ = dirty_bytes_ - replaced + data.size();
+        dirty_count_.store(dirty_.size(), std::memory_order_release);
+        return true;
+      }
+    }
+    // Over the limit: the writer pays for a flush (back-pressure), then buffers.
+    if (Status s = flush_all(); !s.ok()) return false;  // written through: the caller sees the error itself
+  }
+}
+
+bool WriteBackBuffer::read(uint64_t ino, uint64_t offset, uint64_t length, std::string* out) const {
+  if (dirty_count_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard lock(mu_);
+  auto it = dirty_.find(ino);
+  if (it == dirty_.end()) return false;
+  const std::string& data = *it->second.data;
+  if (offset >= data.size()) {
+    out->clear();
+  } else {
+    out->assign(data, offset, std::min<uint64_t>(length, data.size() - offset));
+  }
+  return true;
+}
+
+Status WriteBackBuffer::flush_locked(uint64_t ino, const Dirty& d) {
+  Result<meta::InodeRecord> r = store_->replace(*d.obj, d.data->data(), d.data->size());
+  std::lock_guard lock(mu_);
+  if (!r.ok()) {
+    stats_.flush_failures++;
+    return r.status();
+  }
+  stats_.flushed_objects++;
+  auto it = dirty_.find(ino);
+  if (it != dirty_.end() && it->second.generation == d.generation) {  // not put again meanwhile
+    dirty_bytes_ -= it->second.data->size();
+    dirty_.erase(it);
+    dirty_count_.store(dirty_.size(), std::memory_order_release);
+  }
+  return Status::OK();
+}
+
+Status WriteBackBuffer::flush(uint64_t ino) {
+  std::lock_guard flushing(flush_mu_);
+  Dirty d;
+  {
+    std::lock_guard lock(mu_);
+    auto it = dirty_.find(ino);
+    if (it == dirty_.end()) return Status::OK();
+    d = it->second;
+  }
+  return flush_locked(ino, d);
+}
+
+void WriteBackBuffer::discard(uint64_t ino) {
+  std::lock_guard flushing(flush_mu_);
+  std::lock_guard lock(mu_);
+  auto it = dirty_.find(ino);
+  if (it == dirty_.end()) return;
+  dirty_bytes_ -= it->second.data->size();
+  dirty_.erase(it);
+  dirty_count_.store(dirty_.size(), std::memory_order_release);
+}
+
+Status WriteBackBuffer::flush_all() {
+  std::lock_guard flushing(flush_mu_);
+  std::vector<std::pair<uint64_t, Dirty>> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.assign(dirty_.begin(), dirty_.end());
+  }
+  Status first;
+  for (const auto& [ino, d] : batch) {
+    Status s = flush_locked(ino, d);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+WriteBackStats WriteBackBuffer::stats() const {
+  std::lock_guard lock(mu_);
+  WriteBackStats s = stats_;
+  s.dirty_bytes = dirty_bytes_;
+  s.dirty_objects = dirty_.size();
+  return s;
+}
+
+void WriteBackBuffer::run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms));
+    if (stop_ || dirty_.empty()) continue;
+    lock.unlock();
+    if (Status s = flush_all(); !s.ok()) {
+      spdlog::warn("write-back: flushing on the timer: {} (kept in memory; the next flush tries again)", s.message());
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace stripefs

@@ -1,0 +1,89 @@
+// The RAM tier's write-back buffer for small objects put through the object
+// API. A put is kept in memory and answered at once; the bytes reach the
+// drives (ObjectStore::replace, one commit each) when the owner syncs, when
+// the buffer passes its byte limit, on a timer, or on close. Readers see
+// buffered data first, so the buffer never changes what a get returns.
+//
+// Nothing leaves the buffer before it is stored: a flush that fails (a full
+// pool, a drive error) keeps the object dirty and the next flush tries again;
+// flush_all() reports the failure, which is how sync() learns of it. While
+// the drives have less free space than everything buffered plus the new
+// object, take() refuses, so a put on a nearly full pool is written through
+// and gets its ENOSPC at once.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/object_store.h"
+
+namespace stripefs {
+
+struct WriteBackOptions {
+  uint64_t max_bytes = 64ull << 20;    // dirty bytes held at most; past it a put flushes first
+  uint64_t max_object = 256ull << 10;  // larger objects are written through
+  uint32_t interval_ms = 1000;         // the timer: everything dirty is flushed this often
+};
+
+struct WriteBackStats {
+  uint64_t dirty_bytes = 0, dirty_objects = 0;
+  uint64_t flushed_objects = 0, flush_failures = 0;
+};
+
+class WriteBackBuffer {
+ public:
+  // free_bytes: the drives' free space (Pool::drive_free).
+  WriteBackBuffer(ObjectStore* store, std::function<uint64_t()> free_bytes, WriteBackOptions options);
+  ~WriteBackBuffer();  // stops the timer and flushes; failures are logged
+
+  // Buffers data as the whole new contents of obj. False when the caller must
+  // write it through itself (too large, or the drives too full to promise
+  // room for it).
+  bool take(std::shared_ptr<ObjectStore::Object> obj, std::string_view data);
+  // Up to length bytes from offset of a buffered object into *out; false when
+  // ino is not buffered.
+  bool read(uint64_t ino, uint64_t offset, uint64_t length, std::string* out) const;
+  // Writes ino's buffered contents now (before an append extends them).
+  Status flush(uint64_t ino);
+  // Drops ino's buffered contents unwritten (it is being removed, or replaced
+  // by a write-through), after any flush of it in progress has finished.
+  void discard(uint64_t ino);
+  // Writes everything buffered; the first failure, with every failed object
+  // still buffered.
+  Status flush_all();
+  WriteBackStats stats() const;
+
+ private:
+  struct Dirty {
+    std::shared_ptr<ObjectStore::Object> obj;
+    std::shared_ptr<const std::string> data;  // shared with a flush in progress
+    uint64_t generation = 0;                  // bumped by each take(): a flush removes only what it wrote
+  };
+  Status flush_locked(uint64_t ino, const Dirty& d);  // REQUIRES: flush_mu_ held
+  void run();
+
+  ObjectStore* store_;
+  const std::function<uint64_t()> free_bytes_;
+  const WriteBackOptions options_;
+
+  std::mutex flush_mu_;  // one flush at a time, so an object's versions reach the drives in order
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Dirty> dirty_;  // GUARDED_BY(mu_)
+  std::atomic<size_t> dirty_count_{0};         // dirty_.size(), read without mu_ so clean reads skip the lock
+  uint64_t dirty_bytes_ = 0;                   // GUARDED_BY(mu_)
+  uint64_t next_generation_ = 1;               // GUARDED_BY(mu_)
+  WriteBackStats stats_;                       // GUARDED_BY(mu_): the counters
+  bool stop_ = false;                          // GUARDED_BY(mu_)
+  std::condition_variable wake_;
+  std::thread timer_;
+};
+
+}  // namespace stripefs

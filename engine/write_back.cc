@@ -73,7 +73,9 @@ bool WriteBackBuffer::read(uint64_t ino, uint64_t offset, uint64_t length, std::
 Status WriteBackBuffer::flush_locked(uint64_t ino, const Dirty& d) {
   Result<meta::InodeRecord> r = store_->replace(*d.obj, d.data->data(), d.data->size());
   std::lock_guard lock(mu_);
-  if (!r.ok()) {
+  // kNotFound: the object was removed after this put (a remove racing it);
+  // there is nothing left to store it in, and retrying would fail forever.
+  if (!r.ok() && r.status().code() != Code::kNotFound) {
     stats_.flush_failures++;
     return r.status();
   }

@@ -428,7 +428,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 
 void OpenFile(fuse_req_t req, const InodeRecord& r, fuse_file_info* fi, bool created) {
   Frontend* f = F(req);
-  auto obj = f->store().object(r);
+  auto obj = f->store().object(r, /*just_created=*/created);  // a new file has no chunks to load
   if (Failed(req, obj, "open")) return;
   auto* h = new FileHandle{obj.value()};
   fi->fh = reinterpret_cast<uint64_t>(h);

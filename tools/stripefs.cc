@@ -622,7 +622,8 @@ int main(int argc, char** argv) {
                     "workers=N (threads serving requests, 1-256, default 8), log=FILE (the daemon's log file; default "
                     "DIR/stripefs.log; it logs to syslog too), log_level=LEVEL (default info), metrics=FILE (the stats in Prometheus text format, "
                     "rewritten every 5 s), on_full=evict|enospc (cache mode: evict least recently used files "
-                    "instead of failing when full; evict_high=PCT and evict_low=PCT set when, default 90 and 80; "
+                    "instead of failing when full; evict_high=PCT and evict_low=PCT set when, default 90 and 80 (evict_high=100: "
+                    "only writes that find no room evict); "
                     "a file with xattr user.stripefs.pin=1 stays), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
                     "whole chunks; default s3fifo), meta_reserve=SIZE (free space kept on the "
                     "metadata directory's file system for deletes; default 64M or a tenth of it), noatime (reads never update "
@@ -710,9 +711,11 @@ int main(int argc, char** argv) {
           mo.evict = v == "evict";
         } else if (o.rfind("evict_high=", 0) == 0 || o.rfind("evict_low=", 0) == 0) {
           const bool high = o[6] == 'h';
-          auto pct = ParseCount(o.substr(high ? 11 : 10), 1, 99);
+          // evict_high=100: no background eviction; only a write that finds no room evicts.
+          auto pct = ParseCount(o.substr(high ? 11 : 10), 1, high ? 100 : 99);
           if (!pct) {
-            std::cerr << "stripefs: -o " << o.substr(0, high ? 11 : 10) << "PCT needs a whole percentage from 1 to 99\n";
+            std::cerr << "stripefs: -o " << o.substr(0, high ? 11 : 10) << "PCT needs a whole percentage from 1 to "
+                      << (high ? 100 : 99) << "\n";
             return 2;
           }
           (high ? mo.evictor.high_watermark : mo.evictor.low_watermark) = *pct / 100.0;

@@ -41,9 +41,9 @@ cmp "$TMP/last600" "$MNT/d/f600" || fail "f600 differs after remount"
 assert_eq "$(ls "$MNT/d" | wc -l)" "$left" "files after remount"
 unmount_pool
 
-# With the background threshold out of reach, writes themselves find the pool
-# full: each such write evicts and then succeeds.
-MOUNT_OPTS=(-o on_full=evict,evict_high=99,evict_low=98)
+# With no background eviction (evict_high=100), writes themselves find the
+# pool full: each such write evicts and then succeeds.
+MOUNT_OPTS=(-o on_full=evict,evict_high=100,evict_low=98)
 mount_pool
 for i in $(seq 601 700); do
     head -c $((MiB)) /dev/urandom >"$TMP/f"
@@ -53,9 +53,11 @@ cmp "$TMP/f" "$MNT/d/f700" || fail "f700 differs"
 cmp "$TMP/pinned.ref" "$MNT/pinned" || fail "the pinned file differs"
 unmount_pool  # (the log is complete once the daemon has exited)
 grep -q "cache mode: a write found the pool full" "$META/stripefs.log" || fail "no write made room itself"
-ok "100 more files with evict_high=99: every write that found the pool full made room and succeeded"
+ok "100 more files with evict_high=100: every write that found the pool full made room and succeeded"
 fsck_pool
 if "$STRIPEFS" mount "$META" "$MNT" -o on_full=evict,evict_high=50,evict_low=60 2>"$TMP/err"; then fail "low above high was accepted"; fi
 grep -q "evict_low must be below evict_high" "$TMP/err" || fail "message: $(cat "$TMP/err")"
+if "$STRIPEFS" mount "$META" "$MNT" -o on_full=evict,evict_high=101 2>"$TMP/err"; then fail "evict_high=101 was accepted"; fi
+grep -q "from 1 to 100" "$TMP/err" || fail "message: $(cat "$TMP/err")"
 if "$STRIPEFS" mount "$META" "$MNT" -o on_full=maybe 2>"$TMP/err"; then fail "on_full=maybe was accepted"; fi
 ok "bad cache-mode options are refused: $(cat "$TMP/err")"

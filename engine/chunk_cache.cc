@@ -169,7 +169,8 @@ void ChunkCache::insert(uint64_t ino, uint64_t index, const char* data, uint32_t
   // recognised by the policy (S3-FIFO's ghosts).
   const uint64_t id = ChunkId(ino, index);
   if (by_id_.count(id)) erase_locked(by_id_.at(id));  // a hash collision: one of the two goes
-  while (stats_.bytes + length > capacity_) {
+  const uint64_t taken = taken_ ? std::min(taken_(), capacity_) : 0;
+  while (stats_.bytes + length > capacity_ - taken) {
     auto v = policy_->victim();
     if (!v) break;
     auto k = by_id_.find(*v);
@@ -184,6 +185,7 @@ void ChunkCache::insert(uint64_t ino, uint64_t index, const char* data, uint32_t
     if (set.empty()) by_ino_.erase(victim.ino);
     stats_.evictions++;
   }
+  if (stats_.bytes + length > capacity_ - taken) return;  // the files of ram directories leave no room
   Entry e{id, policy_->inserted(id), std::make_unique<char[]>(length), length};
   std::memcpy(e.data.get(), data, length);
   entries_.emplace(key, std::move(e));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -51,8 +52,10 @@ struct CacheStats {
 
 class ChunkCache {
  public:
-  ChunkCache(uint64_t capacity_bytes, std::unique_ptr<EvictionPolicy> policy)
-      : capacity_(capacity_bytes), policy_(std::move(policy)) {}
+  // taken: bytes of the same memory in use elsewhere (files of ram
+  // directories share the RAM segment); the cache keeps to what is left.
+  ChunkCache(uint64_t capacity_bytes, std::unique_ptr<EvictionPolicy> policy, std::function<uint64_t()> taken = {})
+      : capacity_(capacity_bytes), policy_(std::move(policy)), taken_(std::move(taken)) {}
 
   // Copies [offset, offset + len) of a cached chunk into out (bytes past the
   // chunk's length as zeros). False on a miss.
@@ -83,6 +86,7 @@ class ChunkCache {
   const uint64_t capacity_;
   mutable std::mutex mu_;
   std::unique_ptr<EvictionPolicy> policy_;                  // GUARDED_BY(mu_)
+  const std::function<uint64_t()> taken_;
   std::unordered_map<Key, Entry, KeyHash> entries_;         // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, Key> by_id_;                 // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, std::set<uint64_t>> by_ino_; // GUARDED_BY(mu_): chunk indexes cached per inode

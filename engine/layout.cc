@@ -22,6 +22,10 @@ Result<std::string> ValidateLayoutXattr(std::string_view name, std::string_view 
   while (!v.empty() && (v.back() == '\n' || v.back() == '\0' || v.back() == ' ')) v.pop_back();
   if (name == kStrategyXattr) {
     SFS_RETURN_IF_ERROR(MakeStrategy(v).status());
+    if (v == kRamStrategy && pool.ram_bytes() == 0) {
+      return Status::Invalid("strategy ram keeps files in the pool's RAM segment, and this pool has none "
+                             "(stripefs mkfs --ram SIZE)");
+    }
     return v;
   }
   if (name == kChunkSizeXattr) {
@@ -49,6 +53,7 @@ Result<FileLayout> LayoutForNewFile(meta::Namespace& ns, uint64_t dir, const met
     if (name == kChunkSizeXattr) layout.chunk_size = static_cast<uint32_t>(std::stoul(value));
     if (name == kReplicasXattr) layout.replicas = static_cast<uint32_t>(std::stoul(value));
   }
+  if (layout.strategy == kRamStrategy) layout.replicas = 1;  // one RAM segment, and nothing to survive anyway
   return layout;
 }
 

@@ -32,7 +32,7 @@ uint64_t Footprint(const ChunkRecord& r) { return uint64_t{r.capacity} * r.repli
 std::vector<Placer::Segment> PlaceableDrives(const std::vector<DriveSlot>& drives) {
   std::vector<Placer::Segment> out;
   for (const DriveSlot& d : drives) {
-    if (d.allocator) out.push_back({d.id, d.allocator});
+    if (d.allocator) out.push_back({d.id, d.allocator, d.ram});
   }
   return out;
 }
@@ -64,7 +64,7 @@ Status ObjectStore::add_drive(DriveSlot slot) {
   d = slot;
   d.available = true;
   if (!slot.allocator) return Status::OK();
-  return placer_.add({slot.id, slot.allocator});
+  return placer_.add({slot.id, slot.allocator, slot.ram});
 }
 
 Result<std::shared_ptr<ObjectStore::Object>> ObjectStore::object(const InodeRecord& inode, bool just_created) {
@@ -135,7 +135,13 @@ Status ObjectStore::ensure_loaded(Object& obj) {
 }
 
 void ObjectStore::set_cache(uint64_t capacity_bytes, const std::string& policy) {
-  cache_ = capacity_bytes ? std::make_unique<ChunkCache>(capacity_bytes, NewEvictionPolicy(policy)) : nullptr;
+  SegmentAllocator* ram = nullptr;  // files of ram directories share the RAM segment with the cache
+  for (const DriveSlot& d : drives_) {
+    if (d.ram && d.allocator) ram = d.allocator;
+  }
+  std::function<uint64_t()> taken;
+  if (ram) taken = [ram] { return ram->capacity() - ram->free_bytes(); };
+  cache_ = capacity_bytes ? std::make_unique<ChunkCache>(capacity_bytes, NewEvictionPolicy(policy), taken) : nullptr;
 }
 
 uint64_t ObjectStore::device_offset(const Extent& e) const { return drives_.at(e.segment).data_offset + e.offset; }
@@ -271,7 +277,10 @@ Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char*
     const uint64_t valid = p.rec->length - uint64_t{p.first} * kBlock;
     if (valid < size_t{p.count} * kBlock) std::memset(p.dst + valid, 0, size_t{p.count} * kBlock - valid);
     // Admission: a read of a whole chunk's data, which is then known good.
-    if (cache_ && p.first == 0 && p.count == p.rec->blocks()) cache_->insert(obj.ino, p.index, p.dst, p.rec->length);
+    // Files of a ram directory are in memory already: caching them would hold them twice.
+    if (cache_ && !obj.strategy->ram_only() && p.first == 0 && p.count == p.rec->blocks()) {
+      cache_->insert(obj.ino, p.index, p.dst, p.rec->length);
+    }
   }
   return Status::OK();
 }
@@ -600,7 +609,8 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
     // chunk's whole data (a small object's put) has every byte at hand, so
     // the first read of it is a memory copy too. Large chunks are left out:
     // streams would pay a copy per write and churn the cache.
-    if (cache_ && p.first_block == 0 && p.last_block == p.after.blocks() && p.after.length <= kWriteAdmitMax) {
+    if (cache_ && !obj.strategy->ram_only() && p.first_block == 0 && p.last_block == p.after.blocks() &&
+        p.after.length <= kWriteAdmitMax) {
       cache_->insert(obj.ino, p.piece.index, p.bytes, p.after.length);
     }
     obj.chunks[p.piece.index] = std::move(p.after);

@@ -39,6 +39,7 @@ struct DriveSlot {
   uint64_t data_offset;         // where the data area starts in the file
   SegmentAllocator* allocator;  // null: takes no new chunks (a RAM or a missing segment)
   bool available = true;        // false: a drive missing from a degraded mount
+  bool ram = false;             // the RAM segment (memory, for files of ram directories)
 };
 
 // What a scrub found, summed over the chunks it checked.

@@ -117,6 +117,18 @@ class TwoChoiceStrategy final : public PlacementStrategy {
   }
 };
 
+// Files of a `ram` directory: the RAM segment with the most room.
+class RamStrategy final : public PlacementStrategy {
+ public:
+  std::string_view name() const override { return kRamStrategy; }
+  bool ram_only() const override { return true; }
+  void rank(const PlacementRequest&, std::span<const SegmentView> segs, std::vector<uint32_t>* order) const override {
+    order->resize(segs.size());
+    for (size_t i = 0; i < segs.size(); ++i) (*order)[i] = static_cast<uint32_t>(i);
+    std::stable_sort(order->begin(), order->end(), [&](uint32_t a, uint32_t b) { return segs[a].free > segs[b].free; });
+  }
+};
+
 }  // namespace
 
 uint64_t ObjectHash(std::string_view uri) {
@@ -140,9 +152,11 @@ Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name) {
   if (name == "free-ratio-first") return std::unique_ptr<PlacementStrategy>(new FreeRatioFirstStrategy);
   if (name == "two-choice") return std::unique_ptr<PlacementStrategy>(new TwoChoiceStrategy);
   if (name == "round-robin") return std::unique_ptr<PlacementStrategy>(new RoundRobinStrategy);
+  if (name == kRamStrategy) return std::unique_ptr<PlacementStrategy>(new RamStrategy);
   std::string all;
   for (const auto& n : StrategyNames()) all += (all.empty() ? "" : ", ") + n;
-  return Status::Invalid("unknown strategy '" + std::string(name) + "' (choose one of: " + all + ")");
+  return Status::Invalid("unknown strategy '" + std::string(name) + "' (choose one of: " + all + "; or " +
+                         std::string(kRamStrategy) + " for a directory whose files live in RAM only)");
 }
 
 Placer::Placer(std::vector<Segment> segments) : segments_(std::move(segments)) {
@@ -174,10 +188,17 @@ Result<std::vector<meta::Extent>> Placer::place(const PlacementStrategy& strateg
                                                 uint32_t want, uint32_t min) const {
   thread_local std::vector<SegmentView> views;
   thread_local std::vector<uint32_t> order;
+  thread_local std::vector<const Segment*> candidates;  // the kind of segment the strategy places on
   const size_t n = count_.load(std::memory_order_acquire);  // one snapshot for the whole call
-  views.resize(n);
+  candidates.clear();
+  views.clear();
   for (size_t i = 0; i < n; ++i) {
-    views[i] = {segments_[i].id, segments_[i].allocator->capacity(), segments_[i].allocator->free_bytes()};
+    if (segments_[i].ram != strategy.ram_only()) continue;
+    candidates.push_back(&segments_[i]);
+    views.push_back({segments_[i].id, segments_[i].allocator->capacity(), segments_[i].allocator->free_bytes()});
+  }
+  if (candidates.empty() && strategy.ram_only()) {
+    return Status::NoSpace("this pool has no RAM segment for files of a ram directory (stripefs mkfs --ram SIZE)");
   }
   strategy.rank(req, views, &order);
   std::vector<meta::Extent> extents;
@@ -185,8 +206,8 @@ Result<std::vector<meta::Extent>> Placer::place(const PlacementStrategy& strateg
   for (uint32_t pos : order) {
     if (extents.size() == want) break;
     if (views[pos].free < req.length) continue;  // cheap skip; allocate() decides
-    auto off = segments_[pos].allocator->allocate(req.length);
-    if (off.ok()) extents.push_back({segments_[pos].id, off.value()});
+    auto off = candidates[pos]->allocator->allocate(req.length);
+    if (off.ok()) extents.push_back({candidates[pos]->id, off.value()});
   }
   if (extents.size() < std::max<uint32_t>(min, 1)) {
     release(extents, req.length);

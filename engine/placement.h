@@ -40,13 +40,21 @@ class PlacementStrategy {
   // that have room, one replica per segment.
   virtual void rank(const PlacementRequest& req, std::span<const SegmentView> segments,
                     std::vector<uint32_t>* order) const = 0;
+  // True for the `ram` strategy: its chunks go to RAM segments only. Every
+  // other strategy places on drives only.
+  virtual bool ram_only() const { return false; }
 };
+
+// The per-directory strategy whose files live in the pool's RAM segment only
+// (fast, and gone when the pool is mounted again). Not in StrategyNames():
+// that lists the strategies for drives.
+inline constexpr std::string_view kRamStrategy = "ram";
 
 // First 8 bytes of SHA-256(uri), big-endian: stable across restarts and builds.
 uint64_t ObjectHash(std::string_view uri);
 
-// By name: "striped", "random", "free-ratio-first", "two-choice", "round-robin"; kInvalidArgument
-// names the choices otherwise.
+// By name: "striped", "random", "free-ratio-first", "two-choice", "round-robin",
+// or kRamStrategy; kInvalidArgument names the choices otherwise.
 Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name);
 const std::vector<std::string>& StrategyNames();
 
@@ -64,6 +72,7 @@ class Placer {
   struct Segment {
     uint32_t id;
     SegmentAllocator* allocator;  // not owned
+    bool ram = false;             // a RAM segment: only ram_only() strategies place there
   };
   explicit Placer(std::vector<Segment> segments);
   Placer(const Placer&) = delete;

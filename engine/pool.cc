@@ -9,6 +9,7 @@
 #include <rocksdb/options.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -184,6 +185,10 @@ Status FormatPool(const FormatOptions& o, uint32_t root_uid, uint32_t root_gid) 
   if (o.drives.empty()) return Status::Invalid("at least one --drive is required");
   SFS_RETURN_IF_ERROR(CheckChunkSize(o.chunk_size));
   SFS_RETURN_IF_ERROR(MakeStrategy(o.strategy).status());
+  if (o.strategy == kRamStrategy) {
+    return Status::Invalid("strategy ram is for directories (setfattr -n user.stripefs.strategy -v ram DIR): "
+                           "files there are gone at the next mount");
+  }
   if (o.replicas < 1 || o.replicas > 3) return Status::Invalid("--replicas must be 1, 2 or 3");
   if (o.replicas > o.drives.size()) {
     return Status::Invalid(fmt::format("--replicas {} needs at least {} drives", o.replicas, o.replicas));
@@ -306,11 +311,11 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode,
   SFS_ASSIGN_OR_RETURN(pool->config_, meta::DecodeConfig(raw));
   SFS_ASSIGN_OR_RETURN(pool->ns_, meta::Namespace::Open(pool->kv_.get(), pool->config_.uuid));
   SFS_RETURN_IF_ERROR(pool->open_drives(mode, degraded));
+  if (mode == Mode::kMount) SFS_RETURN_IF_ERROR(pool->drop_ram_files());
   if (mode != Mode::kCheck) SFS_RETURN_IF_ERROR(pool->rebuild_allocators());
   std::vector<DriveSlot> slots;
   for (const auto& seg : pool->config_.segments) {
-    slots.push_back({seg.id, kDataOffset, seg.kind == "drive" ? pool->allocators_[seg.id].get() : nullptr,
-                     seg.kind == "drive" && pool->fds_[seg.id] >= 0});
+    slots.push_back({seg.id, kDataOffset, pool->allocators_[seg.id].get(), pool->fds_[seg.id] >= 0, seg.kind == "ram"});
   }
   pool->io_ = NewUringBackend(pool->fds_);
   pool->store_ = std::make_unique<ObjectStore>(pool->kv_.get(), pool->ns_.get(), pool->io_.get(), std::move(slots));
@@ -341,6 +346,10 @@ Status Pool::open_drives(Mode mode, bool degraded) {
   for (const auto& seg : config_.segments) {
     fds_.push_back(-1);
     allocators_.push_back(nullptr);
+    if (seg.kind == "ram" && mode == Mode::kMount) {
+      SFS_RETURN_IF_ERROR(open_ram_segment(seg));
+      continue;
+    }
     if (seg.kind != "drive") continue;
     Status s = open_drive(seg, mode);
     if (s.ok()) continue;
@@ -361,6 +370,55 @@ Status Pool::open_drives(Mode mode, bool degraded) {
   if (missing_.size() == config_.drive_count()) {
     return Status::NotFound("every drive of the pool is missing");
   }
+  return Status::OK();
+}
+
+Status Pool::open_ram_segment(const meta::SegmentConfig& seg) {
+  // Memory with a file descriptor, so the I/O path, the allocator and the
+  // placer treat it like a drive; it starts empty at every mount.
+  int fd = memfd_create("stripefs-ram", MFD_CLOEXEC);
+  if (fd < 0) return Status::IOError(fmt::format("cannot create the RAM segment: {}", strerror(errno)));
+  if (ftruncate(fd, static_cast<off_t>(kDataOffset + seg.capacity)) != 0) {
+    close(fd);
+    return Status::IOError(fmt::format("cannot size the RAM segment to {} bytes: {}", seg.capacity, strerror(errno)));
+  }
+  fds_[seg.id] = fd;
+  allocators_[seg.id] = NewBestFitAllocator(seg.capacity, kDriveAllocationUnit);
+  return Status::OK();
+}
+
+Status Pool::drop_ram_files() {
+  std::set<uint64_t> inos;
+  Status bad;
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::InodePrefixAll(), [&](std::string_view, std::string_view v) {
+    auto r = meta::DecodeInode(v);
+    if (!r.ok()) {
+      bad = r.status();
+      return false;
+    }
+    if (S_ISREG(r->mode) && r->strategy == kRamStrategy) inos.insert(r->ino);
+    return true;
+  }));
+  SFS_RETURN_IF_ERROR(bad);
+  if (inos.empty()) return Status::OK();
+  std::vector<std::pair<uint64_t, std::string>> names;  // parent, name
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::DirPrefixAll(), [&](std::string_view k, std::string_view v) {
+    auto e = meta::DecodeDirEntry(v);
+    if (e.ok() && inos.count(e->ino)) names.emplace_back(meta::InoFromKey(k), std::string(meta::NameFromKey(k)));
+    return true;
+  }));
+  for (const auto& [parent, name] : names) SFS_RETURN_IF_ERROR(ns_->unlink(parent, name).status());
+  // Their chunks named memory of the last mount: records go, no space is given back.
+  for (uint64_t ino : inos) {
+    meta::Transaction txn;
+    SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefix(ino), [&](std::string_view k, std::string_view) {
+      meta::DeleteChunk(&txn, ino, meta::ChunkIndexFromKey(k));
+      return true;
+    }));
+    SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
+  }
+  spdlog::info("{} files of ram directories were dropped: their data lived in memory until the last unmount",
+               inos.size());
   return Status::OK();
 }
 
@@ -405,7 +463,8 @@ Status Pool::rebuild_allocators() {
       return false;
     }
     for (const auto& e : rec->replicas) {
-      if (e.segment >= allocators_.size() || config_.segments[e.segment].kind != "drive") {
+      if (e.segment >= allocators_.size() ||
+          (config_.segments[e.segment].kind != "drive" && config_.segments[e.segment].kind != "ram")) {
         bad = Status::Corruption(fmt::format("a chunk of inode {} names unknown segment {}", meta::InoFromKey(k), e.segment));
         return false;
       }
@@ -578,14 +637,19 @@ uint64_t Pool::ram_capacity() const {
 uint64_t Pool::drive_capacity() const {
   std::shared_lock lock(config_mu_);
   uint64_t total = 0;
-  for (const auto& a : allocators_) total += a ? a->capacity() : 0;
+  for (const auto& seg : config_.segments) {
+    if (seg.kind == "drive" && allocators_[seg.id]) total += allocators_[seg.id]->capacity();
+  }
   return total;
 }
 
 uint64_t Pool::drive_free() const {
   std::shared_lock lock(config_mu_);
   uint64_t total = 0;
-  for (const auto& a : allocators_) total += a ? a->free_bytes() : 0;
+  for (const auto& seg : config_.segments) {
+    if (seg.kind == "drive" && allocators_[seg.id]) total += allocators_[seg.id]->free_bytes();
+  }
+  // (Pending frees of ram files count too: small, and gone at the next sync.)
   return total + store_->pending_free_bytes();
 }
 
@@ -598,7 +662,8 @@ Result<std::vector<SegmentUsage>> Pool::usage() {
     if (seg.kind == "drive" && allocators_[seg.id]) {
       used = seg.capacity - allocators_[seg.id]->free_bytes() - store_->pending_free_bytes(seg.id);
     } else if (seg.kind == "ram") {
-      used = store_->cache_stats().bytes;  // what the RAM tier holds
+      used = store_->cache_stats().bytes;  // what the RAM tier holds: the read cache ...
+      if (allocators_[seg.id]) used += seg.capacity - allocators_[seg.id]->free_bytes();  // ... and ram files
     }
     out.push_back({seg.id, seg.kind, seg.path, seg.capacity, used});
   }

@@ -141,6 +141,11 @@ class Pool {
   Status open_drives(Mode mode, bool degraded);
   Status open_drive(const meta::SegmentConfig& seg, Mode mode);
   Status rebuild_allocators();
+  // The RAM segment at mount: memory behind a file descriptor, empty.
+  Status open_ram_segment(const meta::SegmentConfig& seg);
+  // At mount: files of ram directories lost their data with the last mount;
+  // their names and records go (before the allocators are rebuilt).
+  Status drop_ram_files();
 
   std::string meta_dir_;
   // config_.segments, fds_ and allocators_ grow when add_drive() runs on a

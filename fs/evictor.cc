@@ -6,6 +6,8 @@
 
 #include <chrono>
 
+#include "engine/placement.h"
+
 namespace stripefs::fs {
 
 Evictor::Evictor(Pool* pool, EvictorOptions options, Hooks hooks)
@@ -105,6 +107,7 @@ bool Evictor::evict_one(uint64_t ino, std::vector<std::pair<uint64_t, std::strin
   if (pin.ok() && pin.value() == "1") return false;
   auto before = pool_->ns().get(ino);
   if (!before.ok()) return false;
+  if (before->strategy == kRamStrategy) return false;  // its chunks are in RAM: evicting it frees no drive space
   std::set<std::pair<uint64_t, std::string>> names;
   {
     std::lock_guard lock(mu_);

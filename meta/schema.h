@@ -47,6 +47,11 @@ struct PoolConfig {
     for (const auto& s : segments) n += s.kind == "drive";
     return n;
   }
+  uint64_t ram_bytes() const {
+    uint64_t n = 0;
+    for (const auto& s : segments) n += s.kind == "ram" ? s.capacity : 0;
+    return n;
+  }
 };
 
 struct InodeRecord {

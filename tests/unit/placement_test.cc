@@ -135,6 +135,37 @@ TEST(PlacementTest, UnknownStrategyIsInvalidArgument) {
   EXPECT_EQ(MakeStrategy("Striped").status().code(), Code::kInvalidArgument);
 }
 
+TEST(PlacementTest, RamStrategyPlacesOnRamSegmentsOnlyAndTheOthersNever) {
+  auto d0 = NewBestFitAllocator(64 << 20, 4096), d1 = NewBestFitAllocator(64 << 20, 4096);
+  auto ram = NewBestFitAllocator(8 << 20, 4096);
+  Placer placer({{0, d0.get()}, {1, d1.get()}, {2, ram.get(), /*ram=*/true}});
+  for (const std::string& name : StrategyNames()) {
+    auto s = Make(name);
+    for (uint64_t i = 0; i < 40; ++i) {
+      auto e = placer.place(*s, {ObjectHash("stripefs://t/" + name), i, 1 << 20}, 1, 1);
+      ASSERT_TRUE(e.ok()) << name << ": " << e.status().message();
+      EXPECT_NE(e->at(0).segment, 2u) << name << " placed chunk " << i << " on the RAM segment";
+      placer.release(e.value(), 1 << 20);
+    }
+  }
+  auto r = Make(std::string(kRamStrategy));
+  ASSERT_TRUE(r->ram_only());
+  std::vector<std::vector<meta::Extent>> held;
+  for (int i = 0; i < 8; ++i) {
+    auto e = placer.place(*r, {ObjectHash("stripefs://t/ram"), static_cast<uint64_t>(i), 1 << 20}, 1, 1);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    EXPECT_EQ(e->at(0).segment, 2u);
+    held.push_back(e.value());
+  }
+  auto full = placer.place(*r, {ObjectHash("stripefs://t/ram"), 8, 1 << 20}, 1, 1);
+  EXPECT_EQ(full.status().code(), Code::kNoSpace) << "a full RAM segment does not spill onto the drives";
+
+  Placer drives_only({{0, d0.get()}});
+  auto none = drives_only.place(*r, {1, 0, 4096}, 1, 1);
+  EXPECT_EQ(none.status().code(), Code::kNoSpace);
+  EXPECT_NE(none.status().message().find("no RAM segment"), std::string::npos) << none.status().message();
+}
+
 TEST(PlacementTest, StrategyNamesAreAllConstructible) {
   const auto& names = StrategyNames();
   EXPECT_NE(std::find(names.begin(), names.end(), "striped"), names.end());

@@ -48,7 +48,7 @@ class PlacementStrategy {
 // The per-directory strategy whose files live in the pool's RAM segment only
 // (fast, and gone when the pool is mounted again). Not in StrategyNames():
 // that lists the strategies for drives.
-inline constexpr std::string_view kRamStrategy = "ram";
+inline constexpr std::string_view kRamStrategy = meta::kRamStrategyName;
 
 // First 8 bytes of SHA-256(uri), big-endian: stable across restarts and builds.
 uint64_t ObjectHash(std::string_view uri);

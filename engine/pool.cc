@@ -388,19 +388,14 @@ Status Pool::open_ram_segment(const meta::SegmentConfig& seg) {
 }
 
 Status Pool::drop_ram_files() {
+  // Each such file has a marker key, so a pool without them pays one empty scan.
   std::set<uint64_t> inos;
-  Status bad;
-  SFS_RETURN_IF_ERROR(kv_->scan(meta::InodePrefixAll(), [&](std::string_view, std::string_view v) {
-    auto r = meta::DecodeInode(v);
-    if (!r.ok()) {
-      bad = r.status();
-      return false;
-    }
-    if (S_ISREG(r->mode) && r->strategy == kRamStrategy) inos.insert(r->ino);
+  SFS_RETURN_IF_ERROR(kv_->scan(meta::VolatilePrefixAll(), [&](std::string_view k, std::string_view) {
+    inos.insert(meta::InoFromKey(k));
     return true;
   }));
-  SFS_RETURN_IF_ERROR(bad);
   if (inos.empty()) return Status::OK();
+  // Their names: files record no parent, so every entry is read (only when there are some).
   std::vector<std::pair<uint64_t, std::string>> names;  // parent, name
   SFS_RETURN_IF_ERROR(kv_->scan(meta::DirPrefixAll(), [&](std::string_view k, std::string_view v) {
     auto e = meta::DecodeDirEntry(v);

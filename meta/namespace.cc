@@ -174,6 +174,7 @@ Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, co
   const bool raise_bound = next_ino_ + 1 > ino_bound_;
   if (raise_bound) txn.put(NextInoKey(), EncodeU64(next_ino_ + kInoBatch));
   for (const auto& [xname, value] : n.xattrs) txn.put(XattrKey(r.ino, xname), value);
+  if (S_ISREG(n.mode) && n.strategy == kRamStrategyName) txn.put(VolatileKey(r.ino), "");
   SFS_RETURN_IF_ERROR(commit(&txn, {r, dir}));
   if (raise_bound) ino_bound_ = next_ino_ + kInoBatch;
   next_ino_++;
@@ -450,6 +451,7 @@ Status Namespace::reclaim(uint64_t ino, Transaction* txn) {
   std::lock_guard lock(mu_);
   txn->del(InodeKey(ino));
   txn->del(OrphanKey(ino));
+  txn->del(VolatileKey(ino));
   delete_xattrs(txn, ino);
   SFS_RETURN_IF_ERROR(kv_->commit(*txn, false));
   cache_.erase(ino);

@@ -115,6 +115,8 @@ std::string XattrPrefix(uint64_t ino) { return KeyWithIno('X', ino); }
 std::string XattrPrefixAll() { return "X"; }
 std::string OrphanKey(uint64_t ino) { return KeyWithIno('O', ino); }
 std::string OrphanPrefixAll() { return "O"; }
+std::string VolatileKey(uint64_t ino) { return KeyWithIno('V', ino); }
+std::string VolatilePrefixAll() { return "V"; }
 
 uint64_t DecodeU64BE(std::string_view b) {
   uint64_t v = 0;

@@ -113,6 +113,11 @@ std::string XattrKey(uint64_t ino, std::string_view name);
 std::string XattrPrefix(uint64_t ino);
 std::string OrphanKey(uint64_t ino);
 std::string OrphanPrefixAll();
+// A regular file whose data lives in memory (strategy kRamStrategyName): the
+// next mount drops it. Written with the inode, deleted with it.
+std::string VolatileKey(uint64_t ino);
+std::string VolatilePrefixAll();
+inline constexpr std::string_view kRamStrategyName = "ram";
 std::string InodePrefixAll();
 std::string DirPrefixAll();
 std::string XattrPrefixAll();

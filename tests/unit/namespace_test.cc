@@ -186,6 +186,31 @@ TEST_P(NamespaceTest, CreateAndLookupFileDirSymlink) {
   }
 }
 
+TEST_P(NamespaceTest, FilesWithDataInRamAreMarkedUntilReclaimed) {
+  NewInode n;
+  n.mode = S_IFREG | 0644;
+  n.chunk_size = 1 << 20;
+  n.strategy = std::string(kRamStrategyName);
+  auto ram = ns_->create(kRootIno, "scratch", n);
+  ASSERT_TRUE(ram.ok()) << ram.status().message();
+  MakeFile(kRootIno, "kept");
+  std::vector<uint64_t> marked;
+  auto Marked = [&] {
+    marked.clear();
+    EXPECT_TRUE(kv_->scan(VolatilePrefixAll(), [&](std::string_view k, std::string_view) {
+      marked.push_back(InoFromKey(k));
+      return true;
+    }).ok());
+    return marked;
+  };
+  EXPECT_EQ(Marked(), std::vector<uint64_t>{ram->ino}) << "only the file whose data lives in RAM";
+  ASSERT_TRUE(ns_->unlink(kRootIno, "scratch").ok());
+  EXPECT_EQ(Marked(), std::vector<uint64_t>{ram->ino}) << "an orphan still holds RAM until reclaimed";
+  Transaction txn;
+  ASSERT_TRUE(ns_->reclaim(ram->ino, &txn).ok());
+  EXPECT_TRUE(Marked().empty());
+}
+
 TEST_P(NamespaceTest, RegularFilesGetDistinctUris) {
   std::set<std::string> uris;
   for (int i = 0; i < 8; ++i) {

@@ -24,6 +24,7 @@ WriteBackBuffer::~WriteBackBuffer() {
     stop_ = true;
   }
   wake_.notify_all();
+  room_.notify_all();
   timer_.join();
   if (Status s = flush_all(); !s.ok()) {
     spdlog::error("write-back: {} objects could not be stored at close: {}", stats().dirty_objects, s.message());
@@ -31,28 +32,34 @@ WriteBackBuffer::~WriteBackBuffer() {
 }
 
 bool WriteBackBuffer::take(std::shared_ptr<ObjectStore::Object> obj, std::string_view data) {
-  if (data.size() > options_.max_object || data.empty()) return false;
+  if (data.size() > options_.max_object || data.size() > options_.max_bytes || data.empty()) return false;
   const uint64_t ino = obj->ino;
+  std::unique_lock lock(mu_);
   for (;;) {
-    {
-      std::lock_guard lock(mu_);
-      auto it = dirty_.find(ino);
-      const uint64_t replaced = it == dirty_.end() ? 0 : it->second.data->size();
-      if (dirty_bytes_ - replaced + data.size() <= options_.max_bytes) {
-        // Every buffered object will need its bytes on each replica.
-        const uint64_t promised = (dirty_bytes_ - replaced + data.size()) * obj->replicas + kFreeSlack;
-        if (free_bytes_() < promised) return false;
-        Dirty& d = dirty_[ino];
-        d.obj = std::move(obj);
-        d.data = std::make_shared<const std::string>(data);
-        d.generation = next_generation_++;
-        dirty_bytes_ = dirty_bytes_ - replaced + data.size();
-        dirty_count_.store(dirty_.size(), std::memory_order_release);
-        return true;
+    auto it = dirty_.find(ino);
+    const uint64_t replaced = it == dirty_.end() ? 0 : it->second.data->size();
+    const uint64_t after = dirty_bytes_ - replaced + data.size();
+    if (after <= options_.max_bytes) {
+      // Every buffered object will need its bytes on each replica.
+      if (free_bytes_() < after * obj->replicas + kFreeSlack) return false;
+      Dirty& d = dirty_[ino];
+      d.obj = std::move(obj);
+      d.data = std::make_shared<const std::string>(data);
+      d.generation = next_generation_++;
+      dirty_bytes_ = after;
+      dirty_count_.store(dirty_.size(), std::memory_order_release);
+      if (after > options_.max_bytes / 2 && !flush_soon_) {  // the flusher starts early, on the other core
+        flush_soon_ = true;
+        wake_.notify_one();
       }
+      return true;
     }
-    // Over the limit: the writer pays for a flush (back-pressure), then buffers.
-    if (Status s = flush_all(); !s.ok()) return false;  // written through: the caller sees the error itself
+    // Full: wait for the flusher to make room (back-pressure). After a failed
+    // flush the caller writes through instead, and sees the error itself.
+    if (flush_failed_ || stop_) return false;
+    flush_soon_ = true;
+    wake_.notify_one();
+    room_.wait(lock);
   }
 }
 
@@ -85,6 +92,7 @@ Status WriteBackBuffer::flush_locked(uint64_t ino, const Dirty& d) {
     dirty_bytes_ -= it->second.data->size();
     dirty_.erase(it);
     dirty_count_.store(dirty_.size(), std::memory_order_release);
+    room_.notify_all();
   }
   return Status::OK();
 }
@@ -123,6 +131,9 @@ Status WriteBackBuffer::flush_all() {
     Status s = flush_locked(ino, d);
     if (!s.ok() && first.ok()) first = s;
   }
+  std::lock_guard lock(mu_);
+  flush_failed_ = !first.ok();
+  room_.notify_all();  // writers waiting for room write through if this failed
   return first;
 }
 
@@ -137,7 +148,8 @@ WriteBackStats WriteBackBuffer::stats() const {
 void WriteBackBuffer::run() {
   std::unique_lock lock(mu_);
   while (!stop_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms));
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms), [this] { return stop_ || flush_soon_; });
+    flush_soon_ = false;
     if (stop_ || dirty_.empty()) continue;
     lock.unlock();
     if (Status s = flush_all(); !s.ok()) {

@@ -1,7 +1,8 @@
 // The RAM tier's write-back buffer for small objects put through the object
 // API. A put is kept in memory and answered at once; the bytes reach the
-// drives (ObjectStore::replace, one commit each) when the owner syncs, when
-// the buffer passes its byte limit, on a timer, or on close. Readers see
+// drives (ObjectStore::replace, one commit each) when the owner syncs, on a
+// timer, or on close; past half its byte limit the flusher thread starts at
+// once, and at the limit puts wait for it (back-pressure). Readers see
 // buffered data first, so the buffer never changes what a get returns.
 //
 // Nothing leaves the buffer before it is stored: a flush that fails (a full
@@ -28,7 +29,7 @@
 namespace stripefs {
 
 struct WriteBackOptions {
-  uint64_t max_bytes = 64ull << 20;    // dirty bytes held at most; past it a put flushes first
+  uint64_t max_bytes = 64ull << 20;    // dirty bytes held at most; past half, the flusher starts; at it, puts wait
   uint64_t max_object = 256ull << 10;  // larger objects are written through
   uint32_t interval_ms = 1000;         // the timer: everything dirty is flushed this often
 };
@@ -82,7 +83,10 @@ class WriteBackBuffer {
   uint64_t next_generation_ = 1;               // GUARDED_BY(mu_)
   WriteBackStats stats_;                       // GUARDED_BY(mu_): the counters
   bool stop_ = false;                          // GUARDED_BY(mu_)
-  std::condition_variable wake_;
+  bool flush_soon_ = false;                    // GUARDED_BY(mu_): past half the limit, or a writer waits for room
+  bool flush_failed_ = false;                  // GUARDED_BY(mu_): the last flush_all() failed
+  std::condition_variable wake_;               // the flusher: timer, flush_soon_, stop_
+  std::condition_variable room_;               // writers waiting for the flusher to free room
   std::thread timer_;
 };
 

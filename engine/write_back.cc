@@ -82,19 +82,17 @@ Status WriteBackBuffer::flush_locked(uint64_t ino, const Dirty& d) {
   std::lock_guard lock(mu_);
   // kNotFound: the object was removed after this put (a remove racing it);
   // there is nothing left to store it in, and retrying would fail forever.
-  if (!r.ok() && r.status().code() != Code::kNotFound) {
-    stats_.flush_failures++;
-    return r.status();
-  }
-  stats_.flushed_objects++;
+  if (!r.ok() && r.status().code() != Code::kNotFound) return r.status();
   auto it = dirty_.find(ino);
-  if (it != dirty_.end() && it->second.generation == d.generation) {  // not put again meanwhile
-    dirty_bytes_ -= it->second.data->size();
-    dirty_.erase(it);
-    dirty_count_.store(dirty_.size(), std::memory_order_release);
-    room_.notify_all();
-  }
+  if (it != dirty_.end() && it->second.generation == d.generation) drop_locked(it);  // not put again meanwhile
   return Status::OK();
+}
+
+void WriteBackBuffer::drop_locked(std::unordered_map<uint64_t, Dirty>::iterator it) {
+  dirty_bytes_ -= it->second.data->size();
+  dirty_.erase(it);
+  dirty_count_.store(dirty_.size(), std::memory_order_release);
+  room_.notify_all();
 }
 
 Status WriteBackBuffer::flush(uint64_t ino) {
@@ -113,10 +111,7 @@ void WriteBackBuffer::discard(uint64_t ino) {
   std::lock_guard flushing(flush_mu_);
   std::lock_guard lock(mu_);
   auto it = dirty_.find(ino);
-  if (it == dirty_.end()) return;
-  dirty_bytes_ -= it->second.data->size();
-  dirty_.erase(it);
-  dirty_count_.store(dirty_.size(), std::memory_order_release);
+  if (it != dirty_.end()) drop_locked(it);
 }
 
 Status WriteBackBuffer::flush_all() {
@@ -139,10 +134,7 @@ Status WriteBackBuffer::flush_all() {
 
 WriteBackStats WriteBackBuffer::stats() const {
   std::lock_guard lock(mu_);
-  WriteBackStats s = stats_;
-  s.dirty_bytes = dirty_bytes_;
-  s.dirty_objects = dirty_.size();
-  return s;
+  return {dirty_bytes_, dirty_.size()};
 }
 
 void WriteBackBuffer::run() {

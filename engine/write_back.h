@@ -36,7 +36,6 @@ struct WriteBackOptions {
 
 struct WriteBackStats {
   uint64_t dirty_bytes = 0, dirty_objects = 0;
-  uint64_t flushed_objects = 0, flush_failures = 0;
 };
 
 class WriteBackBuffer {
@@ -69,6 +68,8 @@ class WriteBackBuffer {
     uint64_t generation = 0;                  // bumped by each take(): a flush removes only what it wrote
   };
   Status flush_locked(uint64_t ino, const Dirty& d);  // REQUIRES: flush_mu_ held
+  // Removes an entry, and wakes writers waiting for room. REQUIRES: mu_ held.
+  void drop_locked(std::unordered_map<uint64_t, Dirty>::iterator it);
   void run();
 
   ObjectStore* store_;
@@ -81,7 +82,6 @@ class WriteBackBuffer {
   std::atomic<size_t> dirty_count_{0};         // dirty_.size(), read without mu_ so clean reads skip the lock
   uint64_t dirty_bytes_ = 0;                   // GUARDED_BY(mu_)
   uint64_t next_generation_ = 1;               // GUARDED_BY(mu_)
-  WriteBackStats stats_;                       // GUARDED_BY(mu_): the counters
   bool stop_ = false;                          // GUARDED_BY(mu_)
   bool flush_soon_ = false;                    // GUARDED_BY(mu_): past half the limit, or a writer waits for room
   bool flush_failed_ = false;                  // GUARDED_BY(mu_): the last flush_all() failed

@@ -144,10 +144,7 @@ class ObjectPoolImpl final : public ObjectPool {
       return Named{ino, nullptr};
     }
     if (name.starts_with("stripefs://")) return Status::NotFound(fmt::format("{} is an object of another pool", name));
-    {
-      std::shared_lock lock(names_mu_);
-      if (auto it = names_.find(name); it != names_.end()) return it->second;
-    }
+    if (auto known = remembered(name)) return *known;
     auto parts = Components(name);
     if (parts.empty()) return Status::Invalid("an object name is needed");
     SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, false));
@@ -155,6 +152,13 @@ class ObjectPoolImpl final : public ObjectPool {
     std::unique_lock lock(names_mu_);
     names_.emplace(std::string(name), Named{r.ino, nullptr});
     return Named{r.ino, nullptr};
+  }
+
+  // What resolve() or a put remembered of name; no namespace lookup.
+  std::optional<Named> remembered(std::string_view name) {
+    std::shared_lock lock(names_mu_);
+    if (auto it = names_.find(name); it != names_.end()) return it->second;
+    return std::nullopt;
   }
 
   // Keeps obj with the name, so the next read through it needs no lookup in
@@ -223,11 +227,7 @@ class ObjectPoolImpl final : public ObjectPool {
     if (parts.empty()) return Status::Invalid("an object name is needed");
     meta::InodeRecord inode;
     bool just_created = false;
-    std::optional<Named> known;
-    {
-      std::shared_lock lock(names_mu_);
-      if (auto it = names_.find(name); it != names_.end()) known = it->second;
-    }
+    std::optional<Named> known = remembered(name);
     if (!known && name.starts_with("stripefs://")) {
       SFS_ASSIGN_OR_RETURN(known, resolve(name));
     }

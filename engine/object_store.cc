@@ -277,8 +277,7 @@ Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char*
     const uint64_t valid = p.rec->length - uint64_t{p.first} * kBlock;
     if (valid < size_t{p.count} * kBlock) std::memset(p.dst + valid, 0, size_t{p.count} * kBlock - valid);
     // Admission: a read of a whole chunk's data, which is then known good.
-    // Files of a ram directory are in memory already: caching them would hold them twice.
-    if (cache_ && !obj.strategy->ram_only() && p.first == 0 && p.count == p.rec->blocks()) {
+    if (admits(obj) && p.first == 0 && p.count == p.rec->blocks()) {
       cache_->insert(obj.ino, p.index, p.dst, p.rec->length);
     }
   }
@@ -609,8 +608,7 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
     // chunk's whole data (a small object's put) has every byte at hand, so
     // the first read of it is a memory copy too. Large chunks are left out:
     // streams would pay a copy per write and churn the cache.
-    if (cache_ && !obj.strategy->ram_only() && p.first_block == 0 && p.last_block == p.after.blocks() &&
-        p.after.length <= kWriteAdmitMax) {
+    if (admits(obj) && p.first_block == 0 && p.last_block == p.after.blocks() && p.after.length <= kWriteAdmitMax) {
       cache_->insert(obj.ino, p.piece.index, p.bytes, p.after.length);
     }
     obj.chunks[p.piece.index] = std::move(p.after);

@@ -149,6 +149,9 @@ class ObjectStore {
     uint64_t len;
   };
   Status ensure_loaded(Object& obj);  // REQUIRES: obj.mu held
+  // Whether obj's chunks may enter the RAM tier: not when it is off, and not
+  // for files of a ram directory (in memory already: they would be held twice).
+  bool admits(const Object& obj) const { return cache_ && !obj.strategy->ram_only(); }
   // write() and replace(): with replace, the object's old chunks are ignored
   // while planning and dropped in the same commit.
   Result<meta::InodeRecord> write_or_replace(Object& obj, uint64_t offset, const char* data, size_t len,

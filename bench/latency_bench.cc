@@ -549,6 +549,16 @@ class Report {
 // ---------------------------------------------------------------------------
 // The rows.
 
+// The latency row of one size and its bandwidth row (size / mean latency).
+// op: "read" or "write"; gerund: "reading" or "writing".
+void LatencyAndBandwidthRows(Report& rep, const std::string& op, const std::string& gerund, size_t size,
+                             const Summary& s, std::string what) {
+  rep.row({"basic." + op + SizeLabel(size), s.p50_us, "us", s.p90_us, s.p99_us, std::move(what)});
+  rep.row({"basic." + op + "Bw" + SizeLabel(size), static_cast<double>(size) / s.mean_us, "MB/s", -1, -1,
+           fmt::format("bandwidth {} {}B object with 30B key (size / mean latency {} us)", gerund, SizeLabel(size),
+                       Num(s.mean_us))});
+}
+
 void BasicReads(Target& t, const Plan& plan, Report& rep) {
   for (size_t size : plan.sizes) {
     const std::string name = Key30(fmt::format("read{}", size));
@@ -557,11 +567,8 @@ void BasicReads(Target& t, const Plan& plan, Report& rep) {
     const size_t iters = plan.read_iters(size);
     const Summary s = Summarize(TimeReads(t.reader(name, size), Warmup(iters), iters, true));
     if (t.fetch(name, size) != data) Die("basic.read" + SizeLabel(size) + ": the object read back differs");
-    rep.row({"basic.read" + SizeLabel(size), s.p50_us, "us", s.p90_us, s.p99_us,
-             fmt::format("read single {}B object with 30B key (median of {})", SizeLabel(size), iters)});
-    rep.row({"basic.readBw" + SizeLabel(size), static_cast<double>(size) / s.mean_us, "MB/s", -1, -1,
-             fmt::format("bandwidth reading {}B object with 30B key (size / mean latency {} us)", SizeLabel(size),
-                         Num(s.mean_us))});
+    LatencyAndBandwidthRows(rep, "read", "reading", size, s,
+                            fmt::format("read single {}B object with 30B key (median of {})", SizeLabel(size), iters));
   }
 }
 
@@ -572,11 +579,9 @@ void BasicWrites(Target& t, const Plan& plan, Report& rep) {
     const size_t iters = plan.write_iters(size);
     const Summary s = Summarize(TimeWrites(t.writer(name, data, false), Warmup(iters), iters));
     if (t.fetch(name, size) != data) Die("basic.write" + SizeLabel(size) + ": the object read back differs");
-    rep.row({"basic.write" + SizeLabel(size), s.p50_us, "us", s.p90_us, s.p99_us,
-             fmt::format("write single {}B object with 30B key, not synced (median of {})", SizeLabel(size), iters)});
-    rep.row({"basic.writeBw" + SizeLabel(size), static_cast<double>(size) / s.mean_us, "MB/s", -1, -1,
-             fmt::format("bandwidth writing {}B object with 30B key (size / mean latency {} us)", SizeLabel(size),
-                         Num(s.mean_us))});
+    LatencyAndBandwidthRows(
+        rep, "write", "writing", size, s,
+        fmt::format("write single {}B object with 30B key, not synced (median of {})", SizeLabel(size), iters));
   }
 }
 

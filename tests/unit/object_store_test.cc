@@ -23,6 +23,7 @@
 #include "engine/placement.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"
+#include "tests/unit/test_namespace.h"
 
 namespace stripefs {
 namespace {
@@ -118,12 +119,8 @@ class ObjectStoreTest : public testing::Test {
       slots_.push_back({static_cast<uint32_t>(i), kDataOffset, allocators_.back().get()});
     }
     kv_ = meta::NewMemKvStore();
-    meta::Transaction txn;
-    meta::Namespace::Format(&txn, 0, 0);
-    ASSERT_TRUE(kv_->commit(txn, true).ok());
-    auto ns = meta::Namespace::Open(kv_.get(), "test-uuid");
-    ASSERT_TRUE(ns.ok()) << ns.status().message();
-    ns_ = std::move(ns).value();
+    ns_ = testing_support::FormatAndOpenNamespace(kv_.get());
+    ASSERT_TRUE(ns_);
     NewStore();
   }
 

@@ -29,6 +29,7 @@
 #include "engine/pool.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"
+#include "tests/unit/test_namespace.h"
 
 namespace stripefs {
 namespace {
@@ -178,12 +179,8 @@ class ObjectStoreGrowTest : public testing::Test {
     }
     io_ = NewUringBackend({fds_[0], fds_[1]});
     kv_ = meta::NewMemKvStore();
-    meta::Transaction txn;
-    meta::Namespace::Format(&txn, 0, 0);
-    ASSERT_TRUE(kv_->commit(txn, true).ok());
-    auto ns = meta::Namespace::Open(kv_.get(), "test-uuid");
-    ASSERT_TRUE(ns.ok()) << ns.status().message();
-    ns_ = std::move(ns).value();
+    ns_ = testing_support::FormatAndOpenNamespace(kv_.get());
+    ASSERT_TRUE(ns_);
     store_ = std::make_unique<ObjectStore>(kv_.get(), ns_.get(), io_.get(), slots);
   }
   void TearDown() override {

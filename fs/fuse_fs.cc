@@ -480,8 +480,10 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   thread_local AlignedBuffer buf;  // one per worker, reused: the reply is sent from it
   auto bytes = f->store().read(*h->obj, static_cast<uint64_t>(off), size, buf);
   if (Failed(req, bytes, "read")) return;
-  fuse_reply_buf(req, bytes.value(), size);
+  // Before the reply: once the reader has its bytes, its next stat may be
+  // answered by another worker, and must already see the new atime.
   f->maybe_touch_atime(r.value());
+  fuse_reply_buf(req, bytes.value(), size);
   if (Evictor* e = f->evictor()) e->accessed(ino);
 }
 

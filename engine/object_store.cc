@@ -381,35 +381,114 @@ Result<InodeRecord> ObjectStore::replace(Object& obj, const char* data, size_t l
   return write_or_replace(obj, 0, data, len, /*replace=*/true);
 }
 
+// One chunk's part of a staged write.
+struct ObjectStore::StagedWrite::Plan {
+  ChunkPiece piece;
+  bool existed = false;
+  bool relocated = false;  // the chunk's data moves to new extents
+  ChunkRecord before, after;
+  uint32_t first_block = 0;
+  uint32_t last_block = 0;
+  AlignedBuffer buf;            // when the caller's bytes cannot be written as they are
+  const char* bytes = nullptr;  // blocks [first_block, last_block) as they go to the drives
+  size_t length() const { return size_t{last_block - first_block} * kBlock; }
+};
+
+ObjectStore::StagedWrite::StagedWrite(Object& o, uint64_t off, size_t n, bool whole)
+    : obj(&o), lock(o.mu), offset(off), len(n), replace(whole) {}
+ObjectStore::StagedWrite::~StagedWrite() = default;
+
 Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, const char* data, size_t len,
                                                   bool replace) {
-  std::unique_lock lock(obj.mu);
-  SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+  StagedWrite w(obj, offset, len, replace);
+  SFS_RETURN_IF_ERROR(stage(w, data));
+  std::vector<IoRequest> reqs;
+  queue_writes(w, &reqs);
+  if (Status s = write_to_drives(reqs); !s.ok()) {
+    abandon(w);
+    return s;
+  }
+  Transaction txn;
+  const int64_t now = meta::NowNs();
+  auto committed = ns_->commit_with_inode(obj.ino, [&](InodeRecord& r) { add_records(w, r, &txn, now); }, &txn, false);
+  if (!committed.ok()) {
+    abandon(w);
+    return committed.status();
+  }
+  finish(w);
+  return committed;
+}
 
-  struct Plan {
-    ChunkPiece piece;
-    bool existed = false;
-    bool relocated = false;  // the chunk's data moves to new extents
-    ChunkRecord before, after;
-    uint32_t first_block = 0;
-    uint32_t last_block = 0;
-    AlignedBuffer buf;            // when the caller's bytes cannot be written as they are
-    const char* bytes = nullptr;  // blocks [first_block, last_block) as they go to the drives
-    size_t length() const { return size_t{last_block - first_block} * kBlock; }
-  };
-  std::vector<Plan> plans;
-  // Gives back every reservation made so far (nothing of it was committed).
-  auto undo = [&] {
-    for (Plan& p : plans) {
-      if (p.relocated) {
-        release_now(p.after.replicas, p.after.capacity);
-      } else if (p.after.capacity > p.before.capacity) {
-        for (const Extent& e : p.before.replicas) {
-          drives_[e.segment].allocator->release(e.offset + p.before.capacity, p.after.capacity - p.before.capacity);
-        }
+void ObjectStore::replace_many(std::span<Put> puts) {
+  // Several object locks are held at once: taken in inode order.
+  std::sort(puts.begin(), puts.end(), [](const Put& a, const Put& b) { return a.obj->ino < b.obj->ino; });
+  std::vector<std::pair<Put*, std::unique_ptr<StagedWrite>>> staged;
+  for (Put& p : puts) {
+    if (p.len == 0) {
+      p.status = replace(*p.obj, p.data, 0).status();
+      continue;
+    }
+    auto w = std::make_unique<StagedWrite>(*p.obj, 0, p.len, /*replace=*/true);
+    p.status = stage(*w, p.data);  // a put that finds no room fails alone
+    if (p.status.ok()) staged.emplace_back(&p, std::move(w));
+  }
+  if (staged.empty()) return;
+  std::vector<IoRequest> reqs;
+  for (auto& [p, w] : staged) queue_writes(*w, &reqs);
+  if (Status s = write_to_drives(reqs); !s.ok()) {
+    for (auto& [p, w] : staged) {
+      abandon(*w);
+      p->status = s;
+    }
+    return;
+  }
+  std::vector<meta::Namespace::InodeUpdate> updates(staged.size());
+  const int64_t now = meta::NowNs();
+  for (size_t i = 0; i < staged.size(); ++i) {
+    StagedWrite* w = staged[i].second.get();
+    updates[i].ino = w->obj->ino;
+    updates[i].apply = [this, w, now](InodeRecord& r, Transaction* txn) { add_records(*w, r, txn, now); };
+  }
+  ns_->commit_with_inodes(updates);
+  for (size_t i = 0; i < staged.size(); ++i) {
+    auto& [p, w] = staged[i];
+    p->status = updates[i].result.ok() ? Status::OK() : updates[i].result.status();
+    if (p->status.ok()) {
+      finish(*w);
+    } else {
+      abandon(*w);
+    }
+  }
+}
+
+// Gives back every reservation of w (nothing of it was committed).
+void ObjectStore::unreserve(StagedWrite& w) {
+  for (StagedWrite::Plan& p : w.plans) {
+    if (p.relocated) {
+      release_now(p.after.replicas, p.after.capacity);
+    } else if (p.after.capacity > p.before.capacity) {
+      for (const Extent& e : p.before.replicas) {
+        drives_[e.segment].allocator->release(e.offset + p.before.capacity, p.after.capacity - p.before.capacity);
       }
     }
-  };
+  }
+  w.plans.clear();
+}
+
+void ObjectStore::abandon(StagedWrite& w) {
+  unreserve(w);
+  // Overwritten blocks may now hold old or new bytes: the cached records
+  // must accept both, as the committed intents do.
+  for (auto& [index, rec] : w.intents) w.obj->chunks[index] = std::move(rec);
+  w.intents.clear();
+  w.freed.clear();
+}
+
+Status ObjectStore::stage(StagedWrite& w, const char* data) {
+  Object& obj = *w.obj;
+  const bool replace = w.replace;
+  SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+  using Plan = StagedWrite::Plan;
   // Reserves a whole chunk if it can (so sequential writes never move data),
   // else just what is needed. A replace knows the whole contents: just what
   // is needed (no later close gives back the rest of an object put).
@@ -432,7 +511,7 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
   };
 
   // 1. Space.
-  for (const ChunkPiece& piece : SplitRange(offset, len, obj.chunk_size)) {
+  for (const ChunkPiece& piece : SplitRange(w.offset, w.len, obj.chunk_size)) {
     Plan p;
     p.piece = piece;
     auto it = replace ? obj.chunks.end() : obj.chunks.find(piece.index);
@@ -467,7 +546,7 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
       if (!grown) {
         auto got = reserve(piece.index, need);
         if (!got.ok()) {
-          undo();
+          unreserve(w);
           return got.status();
         }
         p.relocated = true;
@@ -475,13 +554,12 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
         p.after.capacity = got.value().second;
       }
     }
-    plans.push_back(std::move(p));
+    w.plans.push_back(std::move(p));
   }
 
   // 2. Buffers: whole blocks, old contents merged in where the write covers a block partly.
   Transaction intent;
-  std::map<uint64_t, ChunkRecord> intents;  // chunk index -> record with pending checksums
-  for (Plan& p : plans) {
+  for (Plan& p : w.plans) {
     const uint32_t old_blocks = p.before.blocks();
     const uint32_t end = p.piece.offset + p.piece.length;
     const uint32_t first = p.relocated ? 0 : std::min(p.piece.offset, p.before.length) / kBlock;
@@ -516,7 +594,7 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
         }
       }
       if (!s.ok()) {
-        undo();
+        unreserve(w);
         return s;
       }
       // Bytes past the old length are stale on disk: they read as zeros.
@@ -532,11 +610,11 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
     }
     if (pending.pending.size() > p.before.pending.size()) {
       intent.put(meta::ChecksumKey(obj.ino, p.piece.index), meta::EncodeChecksums(pending));
-      intents.emplace(p.piece.index, std::move(pending));
+      w.intents.emplace(p.piece.index, std::move(pending));
     }
   }
 
-  // 3. Intent for in-place overwrites, then the data to every replica at once.
+  // 3. Intent for in-place overwrites (the data follows, by the caller).
   if (!intent.empty()) {
     // Not synced: syncing here would first need every dirty drive flushed (the
     // WAL sync makes all earlier commits durable), a flush per overwrite. So a
@@ -545,65 +623,62 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
     // never as wrong bytes (tests/unit/power_loss_test.cc, torn power cut).
     Status s = kv_->commit(intent, false);
     if (!s.ok()) {
-      undo();
+      w.intents.clear();
+      unreserve(w);
       return s;
     }
   }
-  // From here a failure may leave overwritten blocks with old or new bytes:
-  // the cached records must accept both, as the committed ones do.
-  auto fail = [&](Status s) {
-    undo();
-    for (auto& [index, rec] : intents) obj.chunks[index] = std::move(rec);
-    return s;
-  };
   if (cache_ && replace) {
     cache_->erase_object(obj.ino);
   } else if (cache_) {
-    for (const Plan& p : plans) cache_->erase(obj.ino, p.piece.index);
+    for (const Plan& p : w.plans) cache_->erase(obj.ino, p.piece.index);
   }
-  std::vector<IoRequest> reqs;
-  for (Plan& p : plans) {
-    for (const Extent& e : p.after.replicas) {
-      reqs.push_back({IoRequest::Op::kWrite, e.segment, device_offset(e) + uint64_t{p.first_block} * kBlock,
-                      const_cast<char*>(p.bytes), p.length()});
-    }
-  }
-  if (Status s = io_->run(reqs); !s.ok()) return fail(s);
-  {
-    std::lock_guard plock(pending_mu_);
-    for (const IoRequest& r : reqs) dirty_[r.segment] = true;
-  }
+  return Status::OK();
+}
 
-  // 4. Chunk records and inode in one batch.
-  Transaction txn;
+void ObjectStore::queue_writes(const StagedWrite& w, std::vector<IoRequest>* reqs) const {
+  for (const StagedWrite::Plan& p : w.plans) {
+    for (const Extent& e : p.after.replicas) {
+      reqs->push_back({IoRequest::Op::kWrite, e.segment, device_offset(e) + uint64_t{p.first_block} * kBlock,
+                       const_cast<char*>(p.bytes), p.length()});
+    }
+  }
+}
+
+Status ObjectStore::write_to_drives(std::vector<IoRequest>& reqs) {
+  SFS_RETURN_IF_ERROR(io_->run(reqs));
+  std::lock_guard plock(pending_mu_);
+  for (const IoRequest& r : reqs) dirty_[r.segment] = true;
+  return Status::OK();
+}
+
+// 4. Chunk records and the inode, into the caller's batch.
+void ObjectStore::add_records(StagedWrite& w, InodeRecord& r, Transaction* txn, int64_t now) {
+  const Object& obj = *w.obj;
   int64_t footprint_delta = 0;
-  std::vector<Freed> freed;
-  if (replace) {  // every old chunk goes: its record now unless rewritten below, its space after the next sync
+  if (w.replace) {  // every old chunk goes: its record now unless rewritten below, its space after the next sync
     for (const auto& [index, rec] : obj.chunks) {
-      if (index >= plans.size()) meta::DeleteChunk(&txn, obj.ino, index);  // plans cover chunks 0..n-1
+      if (index >= w.plans.size()) meta::DeleteChunk(txn, obj.ino, index);  // plans cover chunks 0..n-1
       footprint_delta -= static_cast<int64_t>(Footprint(rec));
-      for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
+      for (const Extent& e : rec.replicas) w.freed.push_back({e, rec.capacity});
     }
   }
-  for (const Plan& p : plans) {
-    meta::PutChunk(&txn, obj.ino, p.piece.index, p.after);
+  for (const StagedWrite::Plan& p : w.plans) {
+    meta::PutChunk(txn, obj.ino, p.piece.index, p.after);
     footprint_delta += static_cast<int64_t>(Footprint(p.after)) - static_cast<int64_t>(Footprint(p.before));
-  }
-  int64_t now = meta::NowNs();
-  auto committed = ns_->commit_with_inode(
-      obj.ino,
-      [&](InodeRecord& r) {
-        r.size = replace ? offset + len : std::max<uint64_t>(r.size, offset + len);
-        r.mtime_ns = r.ctime_ns = now;
-        r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
-      },
-      &txn, false);
-  if (!committed.ok()) return fail(committed.status());
-  if (replace) obj.chunks.clear();
-  for (Plan& p : plans) {
     if (p.relocated && p.existed) {
-      for (const Extent& e : p.before.replicas) freed.push_back({e, p.before.capacity});
+      for (const Extent& e : p.before.replicas) w.freed.push_back({e, p.before.capacity});
     }
+  }
+  r.size = w.replace ? w.offset + w.len : std::max<uint64_t>(r.size, w.offset + w.len);
+  r.mtime_ns = r.ctime_ns = now;
+  r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
+}
+
+void ObjectStore::finish(StagedWrite& w) {
+  Object& obj = *w.obj;
+  if (w.replace) obj.chunks.clear();
+  for (StagedWrite::Plan& p : w.plans) {
     // Write-through admission of small chunks: a write that now holds a
     // chunk's whole data (a small object's put) has every byte at hand, so
     // the first read of it is a memory copy too. Large chunks are left out:
@@ -613,8 +688,8 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
     }
     obj.chunks[p.piece.index] = std::move(p.after);
   }
-  release_later(std::move(freed));
-  return committed;
+  w.plans.clear();  // nothing left to give back
+  release_later(std::move(w.freed));
 }
 
 Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mtime_ns) {

@@ -8,9 +8,10 @@
 //     "pending" beside the old one, so a crash mid-write leaves each block
 //     matching one of the two. (That commit is not synced: after a power cut,
 //     a block overwritten since the last sync may read as EIO, never as
-//     wrong bytes; see the note at step 3 in write().)
+//     wrong bytes; see the note at step 3 in stage().)
 //  3. Data goes to every replica, all pieces concurrently.
-//  4. Chunk records and the inode's size/mtime commit in one batch.
+//  4. Chunk records and the inode's size/mtime commit in one batch
+//     (replace_many: the records and inodes of many objects in one batch).
 //  5. Space a commit gave up is reused only after the WAL is synced, so a lost
 //     unsynced commit can never leave a record pointing at reused space.
 #pragma once
@@ -21,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -95,6 +97,19 @@ class ObjectStore {
   // written to new extents, so a crash leaves the old contents or the new,
   // and the old extents are freed. Empty data truncates to 0.
   Result<meta::InodeRecord> replace(Object& obj, const char* data, size_t len);
+  // One object's new whole contents for replace_many(), and how it went.
+  struct Put {
+    Object* obj = nullptr;
+    const char* data = nullptr;
+    size_t len = 0;
+    Status status;
+  };
+  // replace() of many objects at once (the write-back buffer's flush): one
+  // submission to the drives and one metadata commit for all of them, so the
+  // cost of a commit is shared. Each put succeeds or fails on its own: one
+  // that finds no room, or whose object was removed (kNotFound), fails
+  // alone; a failed drive write or commit fails them all. Reorders puts.
+  void replace_many(std::span<Put> puts);
   // Sets the size: drops or cuts chunks past it; growing leaves a hole.
   Result<meta::InodeRecord> truncate(Object& obj, uint64_t size, int64_t mtime_ns);
   // fallocate(2) PUNCH_HOLE: frees the chunks wholly inside [offset,
@@ -152,10 +167,37 @@ class ObjectStore {
   // Whether obj's chunks may enter the RAM tier: not when it is off, and not
   // for files of a ram directory (in memory already: they would be held twice).
   bool admits(const Object& obj) const { return cache_ && !obj.strategy->ram_only(); }
-  // write() and replace(): with replace, the object's old chunks are ignored
-  // while planning and dropped in the same commit.
+  // A write between planning and commit: the object's lock held, space
+  // reserved, every block it writes ready in memory. A write is staged, its
+  // blocks go to the drives, its records join a commit, and then it is
+  // finished (the object's state updated) or abandoned (its space given back).
+  struct StagedWrite {
+    struct Plan;  // one chunk's part
+    StagedWrite(Object& obj, uint64_t offset, size_t len, bool replace);
+    ~StagedWrite();
+    Object* obj;
+    std::unique_lock<std::shared_mutex> lock;
+    uint64_t offset;
+    size_t len;
+    bool replace;  // the object's old chunks are ignored while planning and dropped in the commit
+    std::vector<Plan> plans;
+    std::map<uint64_t, meta::ChunkRecord> intents;  // chunk index -> record with pending checksums
+    std::vector<Freed> freed;                       // space the commit gives up
+  };
+  // write() and replace(): one staged write on its own.
   Result<meta::InodeRecord> write_or_replace(Object& obj, uint64_t offset, const char* data, size_t len,
                                              bool replace);
+  // Reserves the space, prepares the blocks and commits the intent for
+  // in-place overwrites. On failure nothing stays reserved.
+  Status stage(StagedWrite& w, const char* data);
+  void queue_writes(const StagedWrite& w, std::vector<IoRequest>* reqs) const;
+  // Runs reqs and marks their drives dirty.
+  Status write_to_drives(std::vector<IoRequest>& reqs);
+  // Adds w's chunk records to txn and its new size, times and footprint to r.
+  void add_records(StagedWrite& w, meta::InodeRecord& r, meta::Transaction* txn, int64_t now);
+  void finish(StagedWrite& w);   // after the commit
+  void abandon(StagedWrite& w);  // instead of it
+  void unreserve(StagedWrite& w);
   // read() of whole blocks: offset and len multiples of 4 KiB, out 4 KiB-aligned.
   Status read_aligned(Object& obj, uint64_t offset, size_t len, char* out);
   // Reads blocks [first, first+count) of a chunk into buf, verified, from any

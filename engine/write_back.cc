@@ -12,6 +12,8 @@ namespace stripefs {
 // buffered: one write-through's worth of slack for writers not going
 // through the buffer.
 constexpr uint64_t kFreeSlack = 64ull << 20;
+// Objects stored by one commit in a flush.
+constexpr size_t kFlushSlice = 512;
 
 WriteBackBuffer::WriteBackBuffer(ObjectStore* store, std::function<uint64_t()> free_bytes, WriteBackOptions options)
     : store_(store), free_bytes_(std::move(free_bytes)), options_(options) {
@@ -40,8 +42,15 @@ bool WriteBackBuffer::take(std::shared_ptr<ObjectStore::Object> obj, std::string
     const uint64_t replaced = it == dirty_.end() ? 0 : it->second.data->size();
     const uint64_t after = dirty_bytes_ - replaced + data.size();
     if (after <= options_.max_bytes) {
-      // Every buffered object will need its bytes on each replica.
-      if (free_bytes_() < after * obj->replicas + kFreeSlack) return false;
+      // Every buffered object will need its bytes on each replica. When the
+      // drives cannot promise that, what is buffered takes its room first
+      // (a flush now), and then the caller writes this put through: a
+      // write-through must never take the room of an object already put.
+      if (free_bytes_() < after * obj->replicas + kFreeSlack) {
+        lock.unlock();
+        if (Status s = flush_all(); !s.ok()) spdlog::warn("write-back: flushing a nearly full pool: {}", s.message());
+        return false;
+      }
       Dirty& d = dirty_[ino];
       d.obj = std::move(obj);
       d.data = std::make_shared<const std::string>(data);
@@ -77,15 +86,27 @@ bool WriteBackBuffer::read(uint64_t ino, uint64_t offset, uint64_t length, std::
   return true;
 }
 
-Status WriteBackBuffer::flush_locked(uint64_t ino, const Dirty& d) {
-  Result<meta::InodeRecord> r = store_->replace(*d.obj, d.data->data(), d.data->size());
+Status WriteBackBuffer::flush_locked(std::span<const std::pair<uint64_t, Dirty>> batch) {
+  std::vector<ObjectStore::Put> puts;
+  puts.reserve(batch.size());
+  for (const auto& [ino, d] : batch) puts.push_back({d.obj.get(), d.data->data(), d.data->size(), {}});
+  store_->replace_many(puts);  // reorders puts: matched back to the batch by object below
+  std::unordered_map<uint64_t, Status> stored;
+  for (const ObjectStore::Put& p : puts) stored.emplace(p.obj->ino, p.status);
+  Status first;
   std::lock_guard lock(mu_);
-  // kNotFound: the object was removed after this put (a remove racing it);
-  // there is nothing left to store it in, and retrying would fail forever.
-  if (!r.ok() && r.status().code() != Code::kNotFound) return r.status();
-  auto it = dirty_.find(ino);
-  if (it != dirty_.end() && it->second.generation == d.generation) drop_locked(it);  // not put again meanwhile
-  return Status::OK();
+  for (const auto& [ino, d] : batch) {
+    const Status& s = stored.at(ino);
+    // kNotFound: the object was removed after this put (a remove racing it);
+    // there is nothing left to store it in, and retrying would fail forever.
+    if (!s.ok() && s.code() != Code::kNotFound) {
+      if (first.ok()) first = s;
+      continue;
+    }
+    auto it = dirty_.find(ino);
+    if (it != dirty_.end() && it->second.generation == d.generation) drop_locked(it);  // not put again meanwhile
+  }
+  return first;
 }
 
 void WriteBackBuffer::drop_locked(std::unordered_map<uint64_t, Dirty>::iterator it) {
@@ -104,7 +125,8 @@ Status WriteBackBuffer::flush(uint64_t ino) {
     if (it == dirty_.end()) return Status::OK();
     d = it->second;
   }
-  return flush_locked(ino, d);
+  const std::pair<uint64_t, Dirty> one(ino, std::move(d));
+  return flush_locked({&one, 1});
 }
 
 void WriteBackBuffer::discard(uint64_t ino) {
@@ -122,8 +144,11 @@ Status WriteBackBuffer::flush_all() {
     batch.assign(dirty_.begin(), dirty_.end());
   }
   Status first;
-  for (const auto& [ino, d] : batch) {
-    Status s = flush_locked(ino, d);
+  // In slices: a slice's objects stay locked, and the namespace waits for its
+  // commit, only as long as one slice takes.
+  for (size_t at = 0; at < batch.size(); at += kFlushSlice) {
+    const size_t n = std::min(kFlushSlice, batch.size() - at);
+    Status s = flush_locked(std::span(batch).subspan(at, n));
     if (!s.ok() && first.ok()) first = s;
   }
   std::lock_guard lock(mu_);

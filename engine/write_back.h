@@ -1,16 +1,17 @@
 // The RAM tier's write-back buffer for small objects put through the object
 // API. A put is kept in memory and answered at once; the bytes reach the
-// drives (ObjectStore::replace, one commit each) when the owner syncs, on a
-// timer, or on close; past half its byte limit the flusher thread starts at
-// once, and at the limit puts wait for it (back-pressure). Readers see
+// drives (ObjectStore::replace_many: up to 512 objects per commit) when the
+// owner syncs, on a timer, or on close; past half its byte limit the flusher
+// thread starts at once, and at the limit puts wait for it (back-pressure). Readers see
 // buffered data first, so the buffer never changes what a get returns.
 //
 // Nothing leaves the buffer before it is stored: a flush that fails (a full
 // pool, a drive error) keeps the object dirty and the next flush tries again;
 // flush_all() reports the failure, which is how sync() learns of it. While
 // the drives have less free space than everything buffered plus the new
-// object, take() refuses, so a put on a nearly full pool is written through
-// and gets its ENOSPC at once.
+// object (and some slack), take() stores everything buffered and refuses, so
+// what was put earlier gets its room first and a put on a nearly full pool
+// is written through and gets its ENOSPC at once.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -67,7 +69,9 @@ class WriteBackBuffer {
     std::shared_ptr<const std::string> data;  // shared with a flush in progress
     uint64_t generation = 0;                  // bumped by each take(): a flush removes only what it wrote
   };
-  Status flush_locked(uint64_t ino, const Dirty& d);  // REQUIRES: flush_mu_ held
+  // Stores a batch of entries in one commit and drops the ones stored (or
+  // removed meanwhile); the first failure. REQUIRES: flush_mu_ held.
+  Status flush_locked(std::span<const std::pair<uint64_t, Dirty>> batch);
   // Removes an entry, and wakes writers waiting for room. REQUIRES: mu_ held.
   void drop_locked(std::unordered_map<uint64_t, Dirty>::iterator it);
   void run();

@@ -447,6 +447,23 @@ Result<InodeRecord> Namespace::commit_with_inode(uint64_t ino, const std::functi
   return r;
 }
 
+void Namespace::commit_with_inodes(std::span<InodeUpdate> updates) {
+  std::lock_guard lock(mu_);
+  Transaction txn;
+  std::vector<InodeRecord> changed;
+  for (InodeUpdate& u : updates) {
+    u.result = load(u.ino);
+    if (!u.result.ok()) continue;
+    u.apply(u.result.value(), &txn);
+    put_inode(&txn, u.result.value());
+    changed.push_back(u.result.value());
+  }
+  if (changed.empty()) return;
+  if (Status s = commit(&txn, changed, false); !s.ok()) {
+    for (InodeUpdate& u : updates) u.result = s;
+  }
+}
+
 Status Namespace::reclaim(uint64_t ino, Transaction* txn) {
   std::lock_guard lock(mu_);
   txn->del(InodeKey(ino));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -90,6 +91,17 @@ class Namespace {
   // holds the chunk records) and commits all of it as one batch.
   Result<InodeRecord> commit_with_inode(uint64_t ino, const std::function<void(InodeRecord&)>& change,
                                         Transaction* txn, bool sync);
+  // The same for many inodes in one batch (the write-back buffer's flush).
+  // apply adds an inode's own records to the batch and changes the inode; it
+  // is called only for inodes that still exist, so a removed one leaves
+  // nothing behind. result: the new record, or the error loading the inode
+  // (kNotFound: removed); every result is the commit's error when it fails.
+  struct InodeUpdate {
+    uint64_t ino = 0;
+    std::function<void(InodeRecord&, Transaction*)> apply;
+    Result<InodeRecord> result = Status::NotFound("not committed");
+  };
+  void commit_with_inodes(std::span<InodeUpdate> updates);
   // Deletes an orphan's inode, xattrs and orphan mark, together with whatever
   // txn already holds (its chunk records), as one batch.
   Status reclaim(uint64_t ino, Transaction* txn);

@@ -1075,3 +1075,140 @@ TEST_F(ObjectStoreTest, RamCacheOnRandomOperationsMatchesTheModel) {
 
 }  // namespace
 }  // namespace stripefs
+
+namespace stripefs {
+namespace {
+
+// replace_many(): the write-back buffer's flush, many object puts in one commit.
+
+std::vector<ObjectStore::Put> Puts(const std::vector<std::pair<ObjectStore::Object*, const std::string*>>& items) {
+  std::vector<ObjectStore::Put> puts;
+  for (const auto& [obj, data] : items) puts.push_back({obj, data->data(), data->size(), {}});
+  return puts;
+}
+
+TEST_F(ObjectStoreTest, ReplaceManyStoresEveryObjectWithWhatItReplacedFreed) {
+  const uint64_t free_at_start = TotalFree();
+  std::vector<std::shared_ptr<ObjectStore::Object>> objs;
+  std::vector<std::string> contents;
+  for (int i = 0; i < 12; ++i) {
+    objs.push_back(Obj(NewFile("m" + std::to_string(i))));
+    ASSERT_NE(objs.back(), nullptr);
+    // Every third object had larger contents before: its old chunks must go.
+    if (i % 3 == 0) ASSERT_TRUE(Write(*objs.back(), 0, Pattern(3 * kChunk + 100, 60 + i)).ok());
+    // Sizes from 1 byte to more than two chunks, most of them unaligned.
+    contents.push_back(Pattern(i == 5 ? 2 * kChunk + 4096 : 1 + i * 7919, 80 + i));
+  }
+  std::vector<std::pair<ObjectStore::Object*, const std::string*>> items;
+  for (int i = 11; i >= 0; --i) items.emplace_back(objs[i].get(), &contents[i]);  // out of inode order
+  auto puts = Puts(items);
+  store_->replace_many(puts);
+  for (const auto& p : puts) EXPECT_TRUE(p.status.ok()) << p.obj->ino << ": " << p.status.message();
+
+  uint64_t footprint = 0;
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(Size(objs[i]->ino), contents[i].size());
+    EXPECT_TRUE(SameBytes(Read(*objs[i], 0, contents[i].size()), contents[i])) << i;
+    EXPECT_EQ(Chunks(objs[i]->ino).size(), (contents[i].size() + kChunk - 1) / kChunk) << i;
+    footprint += (contents[i].size() + kBlock - 1) / kBlock * kBlock;  // a put reserves just what it needs
+  }
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(TotalFree(), free_at_start - footprint) << "the replaced chunks' space came back";
+
+  // A new store instance reads the same bytes from the committed records.
+  std::vector<uint64_t> inos;
+  for (const auto& o : objs) inos.push_back(o->ino);
+  objs.clear();
+  NewStore();
+  for (int i = 0; i < 12; ++i) {
+    auto r = ns_->get(inos[i]);
+    ASSERT_TRUE(r.ok());
+    auto obj = Obj(r.value());
+    EXPECT_TRUE(SameBytes(Read(*obj, 0, contents[i].size()), contents[i])) << i;
+  }
+}
+
+TEST_F(ObjectStoreTest, ReplaceManyFailsARemovedObjectAloneAndLeavesNothingOfIt) {
+  auto a = Obj(NewFile("a"));
+  InodeRecord gone_inode = NewFile("gone");
+  auto gone = Obj(gone_inode);
+  auto b = Obj(NewFile("b"));
+  ASSERT_TRUE(a && gone && b);
+  // Removed after its put was buffered: unlinked and reclaimed.
+  ASSERT_TRUE(ns_->unlink(meta::kRootIno, "gone").ok());
+  ASSERT_TRUE(store_->reclaim(gone_inode.ino).ok());
+  const uint64_t free_before = TotalFree();
+
+  const std::string da = Pattern(5000, 90), dg = Pattern(6000, 91), db = Pattern(7000, 92);
+  auto puts = Puts({{a.get(), &da}, {gone.get(), &dg}, {b.get(), &db}});
+  store_->replace_many(puts);
+  for (const auto& p : puts) {
+    if (p.obj == gone.get()) {
+      EXPECT_EQ(p.status.code(), Code::kNotFound) << p.status.message();
+    } else {
+      EXPECT_TRUE(p.status.ok()) << p.status.message();
+    }
+  }
+  EXPECT_TRUE(Chunks(gone_inode.ino).empty()) << "no chunk record of the removed object";
+  EXPECT_EQ(ns_->get(gone_inode.ino).status().code(), Code::kNotFound);
+  EXPECT_TRUE(SameBytes(Read(*a, 0, da.size()), da));
+  EXPECT_TRUE(SameBytes(Read(*b, 0, db.size()), db));
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(TotalFree(), free_before - 8192 - 8192) << "only a's and b's blocks stay taken";
+}
+
+TEST_F(ObjectStoreTest, ReplaceManyOnANearlyFullPoolStoresWhatFitsAndGivesTheRestBack) {
+  auto filler = Obj(NewFile("filler"));
+  ASSERT_NE(filler, nullptr);
+  const uint64_t total_chunks = kDrives * (kCapacity / kChunk);
+  const std::string chunk = Pattern(kChunk, 93);
+  for (uint64_t i = 0; i + 2 < total_chunks; ++i) ASSERT_TRUE(Write(*filler, i * kChunk, chunk).ok());
+  ASSERT_EQ(TotalFree(), 2 * kChunk);
+
+  std::vector<std::shared_ptr<ObjectStore::Object>> objs;
+  for (int i = 0; i < 3; ++i) objs.push_back(Obj(NewFile("p" + std::to_string(i))));
+  auto puts = Puts({{objs[0].get(), &chunk}, {objs[1].get(), &chunk}, {objs[2].get(), &chunk}});
+  store_->replace_many(puts);
+  int stored = 0, no_space = 0;
+  for (const auto& p : puts) {
+    if (p.status.ok()) {
+      ++stored;
+      EXPECT_TRUE(SameBytes(Read(*p.obj, 0, chunk.size()), chunk));
+    } else {
+      EXPECT_EQ(p.status.code(), Code::kNoSpace) << p.status.message();
+      ++no_space;
+      EXPECT_EQ(Size(p.obj->ino), 0u);
+      EXPECT_TRUE(Chunks(p.obj->ino).empty());
+    }
+  }
+  EXPECT_EQ(stored, 2);
+  EXPECT_EQ(no_space, 1);
+  EXPECT_EQ(TotalFree(), 0u);
+}
+
+TEST_F(ObjectStoreTest, ReplaceManyWithAFailedDriveWriteStoresNoneAndKeepsTheOldContents) {
+  std::vector<std::shared_ptr<ObjectStore::Object>> objs;
+  std::vector<std::string> old_contents;
+  for (int i = 0; i < 4; ++i) {
+    objs.push_back(Obj(NewFile("w" + std::to_string(i))));
+    old_contents.push_back(Pattern(10000 + i, 100 + i));
+    ASSERT_TRUE(Write(*objs[i], 0, old_contents[i]).ok());
+  }
+  ASSERT_TRUE(store_->sync().ok());
+  const uint64_t free_before = TotalFree();
+  const std::string fresh = Pattern(20000, 110);
+  auto puts = Puts({{objs[0].get(), &fresh}, {objs[1].get(), &fresh}, {objs[2].get(), &fresh}, {objs[3].get(), &fresh}});
+  faulty_->FailNthWrite(3);
+  store_->replace_many(puts);
+  faulty_->FailNthWrite(0);
+  for (const auto& p : puts) EXPECT_FALSE(p.status.ok());
+  ASSERT_TRUE(store_->sync().ok());
+  EXPECT_EQ(TotalFree(), free_before) << "every reservation was given back";
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(Size(objs[i]->ino), old_contents[i].size());
+    EXPECT_TRUE(SameBytes(Read(*objs[i], 0, old_contents[i].size()), old_contents[i])) << i;
+  }
+}
+
+}  // namespace
+}  // namespace stripefs

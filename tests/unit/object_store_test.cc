@@ -1095,7 +1095,9 @@ TEST_F(ObjectStoreTest, ReplaceManyStoresEveryObjectWithWhatItReplacedFreed) {
     objs.push_back(Obj(NewFile("m" + std::to_string(i))));
     ASSERT_NE(objs.back(), nullptr);
     // Every third object had larger contents before: its old chunks must go.
-    if (i % 3 == 0) ASSERT_TRUE(Write(*objs.back(), 0, Pattern(3 * kChunk + 100, 60 + i)).ok());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(Write(*objs.back(), 0, Pattern(3 * kChunk + 100, 60 + i)).ok());
+    }
     // Sizes from 1 byte to more than two chunks, most of them unaligned.
     contents.push_back(Pattern(i == 5 ? 2 * kChunk + 4096 : 1 + i * 7919, 80 + i));
   }

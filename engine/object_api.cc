@@ -296,7 +296,7 @@ class ObjectPoolImpl final : public ObjectPool {
       bytes_read_ += data->size();
       return {};
     }
-    auto inode = pool_->ns().mode_and_size(ino);
+    auto inode = pool_->ns().brief(ino);
     if (!inode.ok()) {
       if (inode.status().code() == Code::kNotFound) forget(std::string(name));
       return counted(ToError(inode.status()));

@@ -125,7 +125,7 @@ class Frontend {
   Pool& pool() { return *pool_; }
   // relatime, as the kernel does for local file systems: a read moves atime
   // when it is not after the last change or is a day old. Off with -o noatime.
-  void maybe_touch_atime(const InodeRecord& r) {
+  void maybe_touch_atime(uint64_t ino, const meta::Namespace::Brief& r) {
     constexpr int64_t kDayNs = 24ll * 3600 * 1000000000;
     if (!update_atime_) return;
     const int64_t now = meta::NowNs();
@@ -133,8 +133,8 @@ class Frontend {
     meta::AttrChange c;
     c.atime_ns = now;
     c.keep_ctime = true;
-    auto changed = ns().setattr(r.ino, c);
-    if (!changed.ok()) spdlog::warn("updating atime of inode {}: {}", r.ino, changed.status().message());
+    auto changed = ns().setattr(ino, c);
+    if (!changed.ok()) spdlog::warn("updating atime of inode {}: {}", ino, changed.status().message());
   }
   meta::Namespace& ns() { return pool_->ns(); }
   ObjectStore& store() { return pool_->store(); }
@@ -471,7 +471,7 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
 
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Frontend* f = F(req);
-  auto r = f->ns().get(ino);
+  auto r = f->ns().brief(ino);
   if (Failed(req, r, "read")) return;
   uint64_t file_size = r->size;
   if (static_cast<uint64_t>(off) >= file_size) return (void)fuse_reply_buf(req, nullptr, 0);
@@ -482,7 +482,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   if (Failed(req, bytes, "read")) return;
   // Before the reply: once the reader has its bytes, its next stat may be
   // answered by another worker, and must already see the new atime.
-  f->maybe_touch_atime(r.value());
+  f->maybe_touch_atime(ino, r.value());
   fuse_reply_buf(req, bytes.value(), size);
   if (Evictor* e = f->evictor()) e->accessed(ino);
 }

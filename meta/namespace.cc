@@ -118,11 +118,12 @@ Result<InodeRecord> Namespace::get(uint64_t ino) {
   return load(ino);
 }
 
-Result<Namespace::ModeAndSize> Namespace::mode_and_size(uint64_t ino) {
+Result<Namespace::Brief> Namespace::brief(uint64_t ino) {
+  auto of = [](const InodeRecord& r) { return Brief{r.mode, r.size, r.atime_ns, r.mtime_ns, r.ctime_ns}; };
   std::lock_guard lock(mu_);
-  if (auto it = cache_.find(ino); it != cache_.end()) return ModeAndSize{it->second.mode, it->second.size};
+  if (auto it = cache_.find(ino); it != cache_.end()) return of(it->second);
   SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
-  return ModeAndSize{r.mode, r.size};
+  return of(r);
 }
 
 Result<InodeRecord> Namespace::lookup(uint64_t parent, std::string_view name) {
@@ -136,6 +137,9 @@ Result<InodeRecord> Namespace::lookup(uint64_t parent, std::string_view name) {
 
 Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, const NewInode& n) {
   SFS_RETURN_IF_ERROR(CheckName(name));
+  // mu_ alone: a create changes a directory and a new inode, never an inode
+  // of a flush batch being written (regular files that exist), so it may
+  // commit while that batch is written (see ChangeLock).
   std::lock_guard lock(mu_);
   SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(parent));
   if (dir.nlink == 0) return Status::NotFound("directory was removed");
@@ -183,7 +187,7 @@ Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, co
 
 Result<InodeRecord> Namespace::link(uint64_t ino, uint64_t parent, std::string_view name) {
   SFS_RETURN_IF_ERROR(CheckName(name));
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
   if (IsDir(r.mode)) return Status(Code::kPermission, "cannot hard-link a directory");
   SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(parent));
@@ -203,7 +207,7 @@ Result<InodeRecord> Namespace::link(uint64_t ino, uint64_t parent, std::string_v
 }
 
 Result<InodeRecord> Namespace::unlink(uint64_t parent, std::string_view name) {
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(parent));
   SFS_ASSIGN_OR_RETURN(auto e, find(parent, name));
   if (!e) return Status::NotFound("no such entry");
@@ -220,7 +224,7 @@ Result<InodeRecord> Namespace::unlink(uint64_t parent, std::string_view name) {
 }
 
 Status Namespace::rmdir(uint64_t parent, std::string_view name) {
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(parent));
   SFS_ASSIGN_OR_RETURN(auto e, find(parent, name));
   if (!e) return Status::NotFound("no such entry");
@@ -247,7 +251,7 @@ Result<std::optional<InodeRecord>> Namespace::rename(uint64_t parent, std::strin
   if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return Status::Invalid("unsupported rename flags");
   if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) return Status::Invalid("conflicting rename flags");
   SFS_RETURN_IF_ERROR(CheckName(new_name));
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   SFS_RETURN_IF_ERROR(load_dir(parent).status());
   SFS_RETURN_IF_ERROR(load_dir(new_parent).status());
   SFS_ASSIGN_OR_RETURN(auto src_entry, find(parent, name));
@@ -352,7 +356,7 @@ Result<std::optional<InodeRecord>> Namespace::rename(uint64_t parent, std::strin
 }
 
 Result<InodeRecord> Namespace::setattr(uint64_t ino, const AttrChange& c) {
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
   if (c.mode) r.mode = (r.mode & S_IFMT) | (*c.mode & 07777);
   if (c.uid) r.uid = *c.uid;
@@ -399,7 +403,7 @@ Result<std::string> Namespace::getxattr(uint64_t ino, std::string_view name) {
 Status Namespace::setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags) {
   if (name.size() > kNameMax) return Status(Code::kRange, "attribute name too long");
   if (value.size() > kXattrValueMax) return Status(Code::kTooBig, "attribute value too large");
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
   std::string old;
   Status s = kv_->get(XattrKey(ino, name), &old);
@@ -424,7 +428,7 @@ Result<std::vector<std::string>> Namespace::listxattr(uint64_t ino) {
 }
 
 Status Namespace::removexattr(uint64_t ino, std::string_view name) {
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
   std::string old;
   Status s = kv_->get(XattrKey(ino, name), &old);
@@ -439,7 +443,7 @@ Status Namespace::removexattr(uint64_t ino, std::string_view name) {
 
 Result<InodeRecord> Namespace::commit_with_inode(uint64_t ino, const std::function<void(InodeRecord&)>& change,
                                                  Transaction* txn, bool sync) {
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
   change(r);
   put_inode(txn, r);
@@ -448,24 +452,35 @@ Result<InodeRecord> Namespace::commit_with_inode(uint64_t ino, const std::functi
 }
 
 void Namespace::commit_with_inodes(std::span<InodeUpdate> updates) {
-  std::lock_guard lock(mu_);
+  // Hundreds of inodes: readers (and creates) are held up only while the
+  // records are copied, not while the batch is built and written. write_mu_
+  // keeps every other change of these inodes out until the cache has the
+  // new records.
+  std::lock_guard writing(write_mu_);
+  {
+    std::lock_guard lock(mu_);
+    for (InodeUpdate& u : updates) u.result = load(u.ino);
+  }
   Transaction txn;
   std::vector<InodeRecord> changed;
   for (InodeUpdate& u : updates) {
-    u.result = load(u.ino);
     if (!u.result.ok()) continue;
     u.apply(u.result.value(), &txn);
     put_inode(&txn, u.result.value());
     changed.push_back(u.result.value());
   }
   if (changed.empty()) return;
-  if (Status s = commit(&txn, changed, false); !s.ok()) {
+  Status s = kv_->commit(txn, false);
+  std::lock_guard lock(mu_);
+  if (!s.ok()) {
     for (InodeUpdate& u : updates) u.result = s;
+    return;
   }
+  for (const InodeRecord& r : changed) cache_[r.ino] = r;
 }
 
 Status Namespace::reclaim(uint64_t ino, Transaction* txn) {
-  std::lock_guard lock(mu_);
+  ChangeLock lock(this);
   txn->del(InodeKey(ino));
   txn->del(OrphanKey(ino));
   txn->del(VolatileKey(ino));

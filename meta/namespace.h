@@ -56,13 +56,14 @@ class Namespace {
   static Result<std::unique_ptr<Namespace>> Open(KvStore* kv, std::string pool_uuid);
 
   Result<InodeRecord> get(uint64_t ino);
-  // get()'s type bits and size alone, without copying the record's strings:
-  // for the object API's reads.
-  struct ModeAndSize {
-    uint32_t mode;
-    uint64_t size;
+  // What a read needs of get(): type bits, size and times, without copying
+  // the record's strings (for the object API's and the mount's reads).
+  struct Brief {
+    uint32_t mode = 0;
+    uint64_t size = 0;
+    int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
   };
-  Result<ModeAndSize> mode_and_size(uint64_t ino);
+  Result<Brief> brief(uint64_t ino);
   Result<InodeRecord> lookup(uint64_t parent, std::string_view name);
   // Creates a file, directory, symlink, FIFO, socket or device node.
   // Errors: kExists, kNotFound (parent), kNotDirectory, kNameTooLong.
@@ -122,8 +123,24 @@ class Namespace {
   void delete_xattrs(Transaction* txn, uint64_t ino);
   void drop_link(Transaction* txn, InodeRecord* r, int64_t now);
 
+  // A change holds write_mu_ from its first read to its commit, so changes
+  // apply one after another; readers need only mu_. A change holds mu_ as
+  // well, except while commit_with_inodes builds and writes its large
+  // batch: readers go on meanwhile, from the cache, which still has the
+  // state before it, and so does create(), which holds only mu_: it touches
+  // no inode of the batch.
+  class ChangeLock {
+   public:
+    explicit ChangeLock(Namespace* ns) : writing_(ns->write_mu_), locked_(ns->mu_) {}
+
+   private:
+    std::lock_guard<std::mutex> writing_;
+    std::lock_guard<std::mutex> locked_;
+  };
+
   KvStore* kv_;
   std::string uuid_;
+  std::mutex write_mu_;
   std::mutex mu_;
   uint64_t next_ino_;                                   // GUARDED_BY(mu_)
   uint64_t ino_bound_;                                  // GUARDED_BY(mu_): the stored counter, above next_ino_

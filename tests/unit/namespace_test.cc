@@ -12,6 +12,8 @@
 #include <set>
 #include <string>
 #include <vector>
+#include <thread>
+#include <atomic>
 
 namespace stripefs::meta {
 namespace {
@@ -627,6 +629,66 @@ TEST_P(NamespaceTest, StateSurvivesReopen) {
   InodeRecord n = MakeFile(kRootIno, "new");
   EXPECT_GT(n.ino, std::max({d.ino, f.ino, gone.ino, l->ino}));
   EXPECT_NE(n.uri, f.uri);
+}
+
+// A flush batch lets readers and creates go on while it is written; the
+// changes it races (chown of its own files) must neither be lost nor lose
+// it. Both only count up, so a lost update shows as a value going back.
+TEST_P(NamespaceTest, ConcurrentBatchesChownsCreatesAndReadersLoseNoUpdate) {
+  constexpr int kFiles = 16, kRounds = 300;
+  std::vector<uint64_t> files;
+  for (int i = 0; i < kFiles; ++i) files.push_back(MakeFile(kRootIno, "f" + std::to_string(i)).ino);
+  const uint64_t dir = MakeDir(kRootIno, "new").ino;
+  std::atomic<int> failures{0};
+  std::thread batches([&] {
+    for (int round = 1; round <= kRounds; ++round) {
+      std::vector<Namespace::InodeUpdate> updates(kFiles);
+      for (int i = 0; i < kFiles; ++i) {
+        updates[i].ino = files[i];
+        updates[i].apply = [round](InodeRecord& r, Transaction*) { r.size = static_cast<uint64_t>(round); };
+      }
+      ns_->commit_with_inodes(updates);
+      for (const auto& u : updates) failures += !u.result.ok();
+    }
+  });
+  std::thread chowns([&] {
+    for (int round = 1; round <= kRounds; ++round) {
+      AttrChange c;
+      c.uid = static_cast<uint32_t>(round);
+      for (uint64_t ino : files) failures += !ns_->setattr(ino, c).ok();
+    }
+  });
+  std::thread creates([&] {
+    for (int i = 0; i < kRounds; ++i) failures += MakeFile(dir, "c" + std::to_string(i)).ino == 0;
+  });
+  std::atomic<int> went_back{0};
+  std::thread readers([&] {
+    std::vector<std::pair<uint64_t, uint32_t>> seen(kFiles, {0, 0});  // size, uid
+    for (int round = 0; round < kRounds * 4; ++round) {
+      for (int i = 0; i < kFiles; ++i) {
+        auto r = ns_->get(files[i]);
+        if (!r.ok()) {
+          ++failures;
+          continue;
+        }
+        if (r->size < seen[i].first || r->uid < seen[i].second) ++went_back;
+        seen[i] = {r->size, r->uid};
+      }
+    }
+  });
+  for (std::thread* t : {&batches, &chowns, &creates, &readers}) t->join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(went_back.load(), 0) << "a reader saw a size or owner go back: an update was lost";
+  for (int pass = 0; pass < 2; ++pass) {  // the cache, then what was stored
+    for (uint64_t ino : files) {
+      auto r = ns_->get(ino);
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(r->size, uint64_t{kRounds}) << "inode " << ino << (pass ? " after reopening" : "");
+      EXPECT_EQ(r->uid, uint32_t{kRounds}) << "inode " << ino << (pass ? " after reopening" : "");
+    }
+    EXPECT_EQ(Names(dir).size(), size_t{kRounds});
+    Reopen();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, NamespaceTest, testing::Values(Backend::kMem, Backend::kRocks),

@@ -210,12 +210,8 @@ Status ObjectStore::read_old_blocks(const Object& obj, uint64_t index, const Chu
 }
 
 Status ObjectStore::rewrite(std::vector<IoRequest>& repairs) {
-  SFS_RETURN_IF_ERROR(io_->run(repairs));
-  std::lock_guard lock(pending_mu_);
-  for (const IoRequest& r : repairs) {
-    dirty_[r.segment] = true;
-    repaired_blocks_.fetch_add(r.len / kBlock, std::memory_order_relaxed);
-  }
+  SFS_RETURN_IF_ERROR(write_to_drives(repairs));
+  for (const IoRequest& r : repairs) repaired_blocks_.fetch_add(r.len / kBlock, std::memory_order_relaxed);
   return Status::OK();
 }
 

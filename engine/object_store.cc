@@ -417,16 +417,18 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
 
 void ObjectStore::replace_many(std::span<Put> puts) {
   // Several object locks are held at once: taken in inode order.
-  std::sort(puts.begin(), puts.end(), [](const Put& a, const Put& b) { return a.obj->ino < b.obj->ino; });
+  std::vector<Put*> by_ino;
+  for (Put& p : puts) by_ino.push_back(&p);
+  std::sort(by_ino.begin(), by_ino.end(), [](const Put* a, const Put* b) { return a->obj->ino < b->obj->ino; });
   std::vector<std::pair<Put*, std::unique_ptr<StagedWrite>>> staged;
-  for (Put& p : puts) {
-    if (p.len == 0) {
-      p.status = replace(*p.obj, p.data, 0).status();
+  for (Put* p : by_ino) {
+    if (p->len == 0) {
+      p->status = replace(*p->obj, p->data, 0).status();
       continue;
     }
-    auto w = std::make_unique<StagedWrite>(*p.obj, 0, p.len, /*replace=*/true);
-    p.status = stage(*w, p.data);  // a put that finds no room fails alone
-    if (p.status.ok()) staged.emplace_back(&p, std::move(w));
+    auto w = std::make_unique<StagedWrite>(*p->obj, 0, p->len, /*replace=*/true);
+    p->status = stage(*w, p->data);  // a put that finds no room fails alone
+    if (p->status.ok()) staged.emplace_back(p, std::move(w));
   }
   if (staged.empty()) return;
   std::vector<IoRequest> reqs;

@@ -108,8 +108,8 @@ class ObjectStore {
   // submission to the drives and one metadata commit for all of them, so the
   // cost of a commit is shared. Each put succeeds or fails on its own: one
   // that finds no room, or whose object was removed (kNotFound), fails
-  // alone; a failed drive write or commit fails them all. Reorders puts;
-  // each object may appear once (its lock is held until the commit).
+  // alone; a failed drive write or commit fails them all. Each object may
+  // appear once (its lock is held until the commit).
   void replace_many(std::span<Put> puts);
   // Sets the size: drops or cuts chunks past it; growing leaves a hole.
   Result<meta::InodeRecord> truncate(Object& obj, uint64_t size, int64_t mtime_ns);

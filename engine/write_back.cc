@@ -90,13 +90,12 @@ Status WriteBackBuffer::flush_locked(std::span<const std::pair<uint64_t, Dirty>>
   std::vector<ObjectStore::Put> puts;
   puts.reserve(batch.size());
   for (const auto& [ino, d] : batch) puts.push_back({d.obj.get(), d.data->data(), d.data->size(), {}});
-  store_->replace_many(puts);  // reorders puts: matched back to the batch by object below
-  std::unordered_map<uint64_t, Status> stored;
-  for (const ObjectStore::Put& p : puts) stored.emplace(p.obj->ino, p.status);
+  store_->replace_many(puts);
   Status first;
   std::lock_guard lock(mu_);
-  for (const auto& [ino, d] : batch) {
-    const Status& s = stored.at(ino);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& [ino, d] = batch[i];
+    const Status& s = puts[i].status;
     // kNotFound: the object was removed after this put (a remove racing it);
     // there is nothing left to store it in, and retrying would fail forever.
     if (!s.ok() && s.code() != Code::kNotFound) {

@@ -144,9 +144,7 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
     }
     std::set<uint32_t> segs;
     for (const auto& e : rec->replicas) {
-      // The RAM segment holds files of ram directories (until the next mount drops them).
-      if (e.segment >= config_.segments.size() ||
-          (config_.segments[e.segment].kind != "drive" && config_.segments[e.segment].kind != "ram")) {
+      if (!holds_chunks(e.segment)) {
         problem(fmt::format("{}: names unknown drive {}", where, e.segment));
         continue;
       }

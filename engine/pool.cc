@@ -449,6 +449,10 @@ Status Pool::open_drive(const meta::SegmentConfig& seg, Mode mode) {
   return Status::OK();
 }
 
+bool Pool::holds_chunks(uint32_t id) const {
+  return id < config_.segments.size() && (config_.segments[id].kind == "drive" || config_.segments[id].kind == "ram");
+}
+
 Status Pool::rebuild_allocators() {
   Status bad;
   SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefixAll(), [&](std::string_view k, std::string_view v) {
@@ -458,8 +462,7 @@ Status Pool::rebuild_allocators() {
       return false;
     }
     for (const auto& e : rec->replicas) {
-      if (e.segment >= allocators_.size() ||
-          (config_.segments[e.segment].kind != "drive" && config_.segments[e.segment].kind != "ram")) {
+      if (!holds_chunks(e.segment)) {
         bad = Status::Corruption(fmt::format("a chunk of inode {} names unknown segment {}", meta::InoFromKey(k), e.segment));
         return false;
       }

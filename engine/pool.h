@@ -141,6 +141,9 @@ class Pool {
   Status open_drives(Mode mode, bool degraded);
   Status open_drive(const meta::SegmentConfig& seg, Mode mode);
   Status rebuild_allocators();
+  // Whether a chunk may name segment id: a drive, or the RAM segment (files of
+  // ram directories, until the next mount drops them).
+  bool holds_chunks(uint32_t id) const;
   // The RAM segment at mount: memory behind a file descriptor, empty.
   Status open_ram_segment(const meta::SegmentConfig& seg);
   // At mount: files of ram directories lost their data with the last mount;

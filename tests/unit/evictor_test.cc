@@ -12,6 +12,7 @@
 #include "engine/pool.h"
 #include "meta/namespace.h"
 #include "stripefs/objects.h"
+#include "tests/unit/test_pool.h"
 
 namespace stripefs::fs {
 namespace {
@@ -23,12 +24,8 @@ class EvictorTest : public testing::Test {
   // A pool of 2 x 16 MiB drives filled with 1 MiB files f000, f001, ...
   // (oldest first), then mounted with an evictor that is not started.
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("stripefs-evictor-" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    FormatOptions o;
-    o.meta_dir = (dir_ / "meta").string();
-    for (int i = 0; i < 2; ++i) o.drives.push_back({(dir_ / ("d" + std::to_string(i))).string(), 16 * kMiB});
+    dir_ = testing_support::FreshTestDir("evictor");
+    FormatOptions o = testing_support::TestPoolOptions(dir_, 2, 16 * kMiB);
     o.chunk_size = kMiB;
     ASSERT_TRUE(FormatPool(o, 0, 0).ok());
     {

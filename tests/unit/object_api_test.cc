@@ -9,6 +9,7 @@
 
 #include "engine/pool.h"
 #include "stripefs/objects.h"
+#include "tests/unit/test_pool.h"
 
 namespace stripefs {
 namespace {
@@ -19,12 +20,8 @@ using api::ObjectPool;
 class ObjectApiTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("stripefs-api-" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    FormatOptions o;
-    o.meta_dir = (dir_ / "meta").string();
-    for (int i = 0; i < 3; ++i) o.drives.push_back({(dir_ / ("d" + std::to_string(i))).string(), 64ull << 20});
+    dir_ = testing_support::FreshTestDir("api");
+    FormatOptions o = testing_support::TestPoolOptions(dir_, 3, 64ull << 20);
     o.ram_size = 16ull << 20;
     o.chunk_size = 1 << 20;
     ASSERT_TRUE(FormatPool(o, 0, 0).ok());

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "engine/pool.h"
+#include "tests/unit/test_pool.h"
 
 namespace stripefs {
 namespace {
@@ -15,12 +16,8 @@ namespace {
 class WriteBackTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("stripefs-wb-" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    FormatOptions o;
-    o.meta_dir = (dir_ / "meta").string();
-    for (int i = 0; i < 2; ++i) o.drives.push_back({(dir_ / ("d" + std::to_string(i))).string(), 256ull << 20});
+    dir_ = testing_support::FreshTestDir("wb");
+    FormatOptions o = testing_support::TestPoolOptions(dir_, 2, 256ull << 20);
     o.chunk_size = 1 << 20;
     ASSERT_TRUE(FormatPool(o, 0, 0).ok());
     auto pool = Pool::Open(o.meta_dir, Pool::Mode::kMount);

@@ -627,9 +627,7 @@ Status Pool::check_metadata_room() {
 
 uint64_t Pool::ram_capacity() const {
   std::shared_lock lock(config_mu_);
-  uint64_t total = 0;
-  for (const auto& seg : config_.segments) total += seg.kind == "ram" ? seg.capacity : 0;
-  return total;
+  return config_.ram_bytes();
 }
 
 uint64_t Pool::drive_capacity() const {

@@ -17,9 +17,9 @@
 //
 // As YCSB: recordcount records of one 1,024-byte field, keys "user" + the
 // decimal FNV-1a 64 hash of the record number (insertorder=hashed); one client
-// thread; the load inserts records 0..N-1 in order and ends with a sync of
-// the target (counted in the load's time). Workloads (operationcount
-// operations each), run on one load per target in YCSB's recommended order
+// thread; the load inserts records 0..N-1 in order. The load and each
+// workload end with a sync of the target, counted in their time. Workloads
+// (operationcount operations each), run on one load per target in YCSB's recommended order
 // A, B, C, F, D, E (D and E insert new records, numbered on from the last):
 //   a  50 % read, 50 % update               scrambled zipfian (0.99)
 //   b  95 % read,  5 % update               scrambled zipfian
@@ -61,6 +61,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -496,17 +497,25 @@ const std::vector<Workload>& CoreWorkloads() {
 
 constexpr uint64_t kMaxScanLength = 100;  // maxscanlength; scanlengthdistribution=uniform
 
+// The operations, as YCSB names them in its per-operation figures.
+enum class Op { kRead, kUpdate, kInsert, kScan, kReadModifyWrite };
+constexpr std::array<const char*, 5> kOpNames = {"READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE"};
+
 struct Measured {
   uint64_t ops = 0, sum_ns = 0, min_ns = UINT64_MAX, max_ns = 0;
+  std::array<uint64_t, 5> ops_by_op{}, sum_ns_by_op{};  // indexed by Op: which kind of operation the time went to
   double run_ms = 0;
+  double sync_ms = 0;  // the part of run_ms spent in the closing sync
   CacheCounters cache_before, cache_after;
   std::vector<uint64_t> samples_ns;  // for the percentiles in the JSON (YCSB prints them too)
-  void add(uint64_t ns) {
+  void add(Op op, uint64_t ns) {
     ++ops;
     sum_ns += ns;
     min_ns = std::min(min_ns, ns);
     max_ns = std::max(max_ns, ns);
     samples_ns.push_back(ns);
+    ++ops_by_op[static_cast<size_t>(op)];
+    sum_ns_by_op[static_cast<size_t>(op)] += ns;
   }
 };
 
@@ -524,9 +533,11 @@ class Client {
       const std::string& v = values_.make(k);
       const auto t0 = Clock::now();
       store_.insert(key, v);
-      m.add(NsSince(t0, Clock::now()));
+      m.add(Op::kInsert, NsSince(t0, Clock::now()));
     }
+    const auto sync_start = Clock::now();
     store_.sync();
+    m.sync_ms = static_cast<double>(NsSince(sync_start, Clock::now())) / 1e6;
     m.run_ms = static_cast<double>(NsSince(start, Clock::now())) / 1e6;
     m.cache_after = store_.cache();
     next_insert_ = records;
@@ -547,6 +558,13 @@ class Client {
       if (max_seconds > 0 && (i & 1023) == 0 && Clock::now() > deadline) break;  // YCSB's maxexecutiontime
       one_operation(w, zipf, latest, m);
     }
+    // What the workload wrote is stored before its time stops, as after the
+    // load: otherwise a target that buffers writes (the engine's write-back
+    // buffer, RocksDB's memtable and WAL) would leave that work to the next
+    // workload, whose figures would then measure both.
+    const auto sync_start = Clock::now();
+    store_.sync();
+    m.sync_ms = static_cast<double>(NsSince(sync_start, Clock::now())) / 1e6;
     m.run_ms = static_cast<double>(NsSince(start, Clock::now())) / 1e6;
     m.cache_after = store_.cache();
     return m;
@@ -571,7 +589,7 @@ class Client {
       const std::string key = KeyName(k);
       const auto t0 = Clock::now();
       const bool found = store_.read(key, &buf_);
-      m.add(NsSince(t0, Clock::now()));
+      m.add(Op::kRead, NsSince(t0, Clock::now()));
       if (!found) Die(fmt::format("read: record {} ({}) not found", k, key));
       Values::Check(buf_, k, "read");
     } else if ((r -= w.update) < 0) {
@@ -580,14 +598,14 @@ class Client {
       const std::string& v = values_.make(k);
       const auto t0 = Clock::now();
       store_.update(key, v);
-      m.add(NsSince(t0, Clock::now()));
+      m.add(Op::kUpdate, NsSince(t0, Clock::now()));
     } else if ((r -= w.insert) < 0) {
       const uint64_t k = next_insert_;
       const std::string key = KeyName(k);
       const std::string& v = values_.make(k);
       const auto t0 = Clock::now();
       store_.insert(key, v);
-      m.add(NsSince(t0, Clock::now()));
+      m.add(Op::kInsert, NsSince(t0, Clock::now()));
       ++next_insert_;  // acknowledged: readable from now on
     } else if ((r -= w.scan) < 0) {
       const uint64_t k = next_keynum(w, zipf, latest);
@@ -596,7 +614,7 @@ class Client {
       scanned_.clear();
       const auto t0 = Clock::now();
       store_.scan(key, len, &scanned_);
-      m.add(NsSince(t0, Clock::now()));
+      m.add(Op::kScan, NsSince(t0, Clock::now()));
       if (scanned_.empty() || Values::Stamp(scanned_.front()) != k)
         Die(fmt::format("scan from {} did not start there", key));
       for (const std::string& v : scanned_) {
@@ -609,7 +627,7 @@ class Client {
       const auto t0 = Clock::now();
       const bool found = store_.read(key, &buf_);
       if (found) store_.update(key, v);
-      m.add(NsSince(t0, Clock::now()));
+      m.add(Op::kReadModifyWrite, NsSince(t0, Clock::now()));
       if (!found) Die(fmt::format("read-modify-write: record {} not found", k));
     }
   }
@@ -638,13 +656,22 @@ std::string Fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digit
 json RowJson(const std::string& workload, const std::string& target, const Measured& m, uint64_t cache_size) {
   const double avg = m.ops ? static_cast<double>(m.sum_ns) / static_cast<double>(m.ops) / 1000.0 : 0;
   const Summary s = Summarize(m.samples_ns);
+  json by_op = json::object();  // YCSB's [READ], [INSERT], ... AverageLatency(us), for the kinds this run made
+  for (size_t i = 0; i < kOpNames.size(); ++i) {
+    if (m.ops_by_op[i]) {
+      by_op[kOpNames[i]] = {{"operations", m.ops_by_op[i]},
+                            {"avg_us", static_cast<double>(m.sum_ns_by_op[i]) / static_cast<double>(m.ops_by_op[i]) / 1000.0}};
+    }
+  }
   return {{"workload", workload},
+          {"by_operation", by_op},
           {"p50_us", s.p50_us},
           {"p90_us", s.p90_us},
           {"p99_us", s.p99_us},
           {"target", target},
           {"operations", m.ops},
           {"runtime_ms", m.run_ms},
+          {"sync_ms", m.sync_ms},
           {"throughput", m.run_ms > 0 ? static_cast<double>(m.ops) / (m.run_ms / 1000.0) : 0},
           {"avg_us", avg},
           {"min_us", m.ops ? static_cast<double>(m.min_ns) / 1000.0 : 0},
@@ -714,9 +741,15 @@ void RunTarget(const std::string& target, const Config& cfg, const Backing& back
       if (cfg.workloads.find(w.name) == std::string::npos) continue;
       const Measured m = client.run(w, cfg.operations, cfg.max_seconds);
       json r = RowJson(std::string(1, w.name), target, m, store->cache_size());
-      fmt::print(stderr, "{} {}: {:.0f} ops/s, avg {:.2f} us, p50 {:.2f} p99 {:.2f} ({} ops, load average {:.2f})\n",
-                 target, w.name, r["throughput"].get<double>(), r["avg_us"].get<double>(), r["p50_us"].get<double>(),
-                 r["p99_us"].get<double>(), m.ops, LoadAverage());
+      std::string by_op;
+      for (const auto& [op, v] : r["by_operation"].items()) {
+        by_op += fmt::format(", {} {:.2f} us", op, v["avg_us"].get<double>());
+      }
+      fmt::print(stderr,
+                 "{} {}: {:.0f} ops/s, avg {:.2f} us{}, p50 {:.2f} p99 {:.2f}, closing sync {:.1f} ms ({} ops, load "
+                 "average {:.2f})\n",
+                 target, w.name, r["throughput"].get<double>(), r["avg_us"].get<double>(), by_op,
+                 r["p50_us"].get<double>(), r["p99_us"].get<double>(), m.sync_ms, m.ops, LoadAverage());
       rows->push_back(std::move(r));
     }
   }  // closed before its unmount
@@ -804,8 +837,8 @@ int Main(int argc, char** argv) {
   fmt::print("- records in directories by the first {} digits of the key (scans: see the file header)\n",
              BucketDigits(cfg.records));
   fmt::print(
-      "- every load ends with a sync of its target (engine: sync(); mount: syncfs; rocksdb: SyncWAL), counted in "
-      "its time\n");
+      "- the load and every workload end with a sync of the target (engine: sync(); mount: syncfs; rocksdb: "
+      "SyncWAL), counted in its time, so no workload inherits another's buffered writes\n");
   if (cfg.max_seconds > 0) fmt::print("- each workload stops after {} s (maxexecutiontime)\n", cfg.max_seconds);
   std::fflush(stdout);
 

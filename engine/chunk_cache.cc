@@ -145,15 +145,38 @@ std::unique_ptr<EvictionPolicy> NewEvictionPolicy(const std::string& name) {
   throw std::invalid_argument("unknown cache policy '" + name + "' (lru or s3fifo)");
 }
 
+namespace {
+// Shards of at least this much, and at most kMaxShards: a small cache stays
+// whole, so its eviction order is exactly its policy's.
+constexpr uint64_t kMinShardBytes = 64ull << 20;
+constexpr uint64_t kMaxShards = 16;
+}  // namespace
+
+ChunkCache::ChunkCache(uint64_t capacity_bytes, const PolicyFactory& make_policy, std::function<uint64_t()> taken)
+    : capacity_(capacity_bytes), taken_(std::move(taken)) {
+  const uint64_t n = std::clamp<uint64_t>(capacity_bytes / kMinShardBytes, 1, kMaxShards);
+  for (uint64_t i = 0; i < n; ++i) {
+    auto s = std::make_unique<Shard>();
+    s->capacity = capacity_bytes / n;
+    s->policy = make_policy();
+    shards_.push_back(std::move(s));
+  }
+}
+
+ChunkCache::Shard& ChunkCache::shard(uint64_t ino) const {
+  return *shards_[(ino * 0x9e3779b97f4a7c15ULL >> 32) % shards_.size()];
+}
+
 bool ChunkCache::read(uint64_t ino, uint64_t index, uint32_t offset, uint32_t len, char* out) {
-  std::lock_guard lock(mu_);
-  auto it = entries_.find({ino, index});
-  if (it == entries_.end()) {
-    stats_.misses++;
+  Shard& s = shard(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.entries.find({ino, index});
+  if (it == s.entries.end()) {
+    s.stats.misses++;
     return false;
   }
-  stats_.hits++;
-  policy_->accessed(it->second.policy_handle);
+  s.stats.hits++;
+  s.policy->accessed(it->second.policy_handle);
   const uint32_t have = offset < it->second.length ? std::min(len, it->second.length - offset) : 0;
   if (have) std::memcpy(out, it->second.data.get() + offset, have);
   if (have < len) std::memset(out + have, 0, len - have);
@@ -161,73 +184,85 @@ bool ChunkCache::read(uint64_t ino, uint64_t index, uint32_t offset, uint32_t le
 }
 
 void ChunkCache::insert(uint64_t ino, uint64_t index, const char* data, uint32_t length) {
-  if (uint64_t{length} * 4 > capacity_ || length == 0) return;
-  std::lock_guard lock(mu_);
+  Shard& s = shard(ino);
+  if (uint64_t{length} * 4 > s.capacity || length == 0) return;
+  // Outside the lock: the RAM segment's allocator has a lock of its own.
+  const uint64_t taken = taken_ ? std::min(taken_(), capacity_) / shards_.size() : 0;
+  // The copy is made before the lock is taken, so readers wait only for the bookkeeping.
+  auto bytes = std::make_unique<char[]>(length);
+  std::memcpy(bytes.get(), data, length);
+  std::lock_guard lock(s.mu);
   const Key key{ino, index};
-  erase_locked(key);
+  s.erase_locked(key);
   // Ids are derived from the chunk, so a chunk that left and comes back is
   // recognised by the policy (S3-FIFO's ghosts).
   const uint64_t id = ChunkId(ino, index);
-  if (by_id_.count(id)) erase_locked(by_id_.at(id));  // a hash collision: one of the two goes
-  const uint64_t taken = taken_ ? std::min(taken_(), capacity_) : 0;
-  while (stats_.bytes + length > capacity_ - taken) {
-    auto v = policy_->victim();
+  if (s.by_id.count(id)) s.erase_locked(s.by_id.at(id));  // a hash collision: one of the two goes
+  while (s.stats.bytes + length > s.capacity - taken) {
+    auto v = s.policy->victim();
     if (!v) break;
-    auto k = by_id_.find(*v);
-    if (k == by_id_.end()) continue;
+    auto k = s.by_id.find(*v);
+    if (k == s.by_id.end()) continue;
     Key victim = k->second;
-    auto e = entries_.find(victim);
-    stats_.bytes -= e->second.length;
-    entries_.erase(e);
-    by_id_.erase(k);
-    auto& set = by_ino_[victim.ino];
+    auto e = s.entries.find(victim);
+    s.stats.bytes -= e->second.length;
+    s.entries.erase(e);
+    s.by_id.erase(k);
+    auto& set = s.by_ino[victim.ino];
     set.erase(victim.index);
-    if (set.empty()) by_ino_.erase(victim.ino);
-    stats_.evictions++;
+    if (set.empty()) s.by_ino.erase(victim.ino);
+    s.stats.evictions++;
   }
-  if (stats_.bytes + length > capacity_ - taken) return;  // the files of ram directories leave no room
-  Entry e{id, policy_->inserted(id), std::make_unique<char[]>(length), length};
-  std::memcpy(e.data.get(), data, length);
-  entries_.emplace(key, std::move(e));
-  by_id_[id] = key;
-  by_ino_[ino].insert(index);
-  stats_.bytes += length;
-  stats_.insertions++;
+  if (s.stats.bytes + length > s.capacity - taken) return;  // the files of ram directories leave no room
+  s.entries.emplace(key, Entry{id, s.policy->inserted(id), std::move(bytes), length});
+  s.by_id[id] = key;
+  s.by_ino[ino].insert(index);
+  s.stats.bytes += length;
+  s.stats.insertions++;
 }
 
-void ChunkCache::erase_locked(const Key& k) {
-  auto it = entries_.find(k);
-  if (it == entries_.end()) return;
-  policy_->erased(it->second.id);
-  by_id_.erase(it->second.id);
-  stats_.bytes -= it->second.length;
-  entries_.erase(it);
-  auto s = by_ino_.find(k.ino);
-  if (s != by_ino_.end()) {
+void ChunkCache::Shard::erase_locked(const Key& k) {
+  auto it = entries.find(k);
+  if (it == entries.end()) return;
+  policy->erased(it->second.id);
+  by_id.erase(it->second.id);
+  stats.bytes -= it->second.length;
+  entries.erase(it);
+  auto s = by_ino.find(k.ino);
+  if (s != by_ino.end()) {
     s->second.erase(k.index);
-    if (s->second.empty()) by_ino_.erase(s);
+    if (s->second.empty()) by_ino.erase(s);
   }
 }
 
 void ChunkCache::erase(uint64_t ino, uint64_t index) {
-  std::lock_guard lock(mu_);
-  erase_locked({ino, index});
+  Shard& s = shard(ino);
+  std::lock_guard lock(s.mu);
+  s.erase_locked({ino, index});
 }
 
 void ChunkCache::erase_object(uint64_t ino) {
-  std::lock_guard lock(mu_);
-  auto s = by_ino_.find(ino);
-  if (s == by_ino_.end()) return;
-  const std::set<uint64_t> indexes = s->second;
-  for (uint64_t index : indexes) erase_locked({ino, index});
+  Shard& s = shard(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.by_ino.find(ino);
+  if (it == s.by_ino.end()) return;
+  const std::set<uint64_t> indexes = it->second;
+  for (uint64_t index : indexes) s.erase_locked({ino, index});
 }
 
 CacheStats ChunkCache::stats() const {
-  std::lock_guard lock(mu_);
-  CacheStats s = stats_;
-  s.capacity = capacity_;
-  s.entries = entries_.size();
-  return s;
+  CacheStats total;
+  for (const auto& s : shards_) {
+    std::lock_guard lock(s->mu);
+    total.hits += s->stats.hits;
+    total.misses += s->stats.misses;
+    total.insertions += s->stats.insertions;
+    total.evictions += s->stats.evictions;
+    total.bytes += s->stats.bytes;
+    total.entries += s->entries.size();
+  }
+  total.capacity = capacity_;
+  return total;
 }
 
 }  // namespace stripefs

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace stripefs {
 
@@ -50,18 +51,22 @@ struct CacheStats {
   uint64_t bytes = 0, capacity = 0, entries = 0;
 };
 
+using PolicyFactory = std::function<std::unique_ptr<EvictionPolicy>()>;
+
 class ChunkCache {
  public:
   // taken: bytes of the same memory in use elsewhere (files of ram
   // directories share the RAM segment); the cache keeps to what is left.
-  ChunkCache(uint64_t capacity_bytes, std::unique_ptr<EvictionPolicy> policy, std::function<uint64_t()> taken = {})
-      : capacity_(capacity_bytes), policy_(std::move(policy)), taken_(std::move(taken)) {}
+  // A large cache is split into shards by inode, each with its own lock,
+  // policy and an equal part of the capacity, so a flush inserting chunks
+  // does not hold up readers of other objects.
+  ChunkCache(uint64_t capacity_bytes, const PolicyFactory& make_policy, std::function<uint64_t()> taken = {});
 
   // Copies [offset, offset + len) of a cached chunk into out (bytes past the
   // chunk's length as zeros). False on a miss.
   bool read(uint64_t ino, uint64_t index, uint32_t offset, uint32_t len, char* out);
   // Caches the first `length` bytes of a chunk (its whole valid data).
-  // Chunks larger than a quarter of the capacity are not taken.
+  // Chunks larger than a quarter of a shard's capacity are not taken.
   void insert(uint64_t ino, uint64_t index, const char* data, uint32_t length);
   void erase(uint64_t ino, uint64_t index);
   void erase_object(uint64_t ino);
@@ -81,17 +86,22 @@ class ChunkCache {
     std::unique_ptr<char[]> data;
     uint32_t length;
   };
-  void erase_locked(const Key& k);  // REQUIRES: mu_ held
+  // All chunks of an inode are in one shard, so erase_object locks one.
+  struct Shard {
+    uint64_t capacity = 0;
+    mutable std::mutex mu;
+    std::unique_ptr<EvictionPolicy> policy;                  // GUARDED_BY(mu)
+    std::unordered_map<Key, Entry, KeyHash> entries;         // GUARDED_BY(mu)
+    std::unordered_map<uint64_t, Key> by_id;                 // GUARDED_BY(mu)
+    std::unordered_map<uint64_t, std::set<uint64_t>> by_ino; // GUARDED_BY(mu): chunk indexes cached per inode
+    CacheStats stats;                                        // GUARDED_BY(mu)
+    void erase_locked(const Key& k);                         // REQUIRES: mu held
+  };
+  Shard& shard(uint64_t ino) const;
 
   const uint64_t capacity_;
-  mutable std::mutex mu_;
-  std::unique_ptr<EvictionPolicy> policy_;                  // GUARDED_BY(mu_)
   const std::function<uint64_t()> taken_;
-  std::unordered_map<Key, Entry, KeyHash> entries_;         // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, Key> by_id_;                 // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, std::set<uint64_t>> by_ino_; // GUARDED_BY(mu_): chunk indexes cached per inode
-  uint64_t next_id_ = 1;                                    // GUARDED_BY(mu_)
-  CacheStats stats_;                                        // GUARDED_BY(mu_)
+  std::vector<std::unique_ptr<Shard>> shards_;
 };
 
 }  // namespace stripefs

@@ -141,7 +141,10 @@ void ObjectStore::set_cache(uint64_t capacity_bytes, const std::string& policy) 
   }
   std::function<uint64_t()> taken;
   if (ram) taken = [ram] { return ram->capacity() - ram->free_bytes(); };
-  cache_ = capacity_bytes ? std::make_unique<ChunkCache>(capacity_bytes, NewEvictionPolicy(policy), taken) : nullptr;
+  NewEvictionPolicy(policy);  // an unknown name throws here, before any shard is made
+  cache_ = capacity_bytes
+               ? std::make_unique<ChunkCache>(capacity_bytes, [&policy] { return NewEvictionPolicy(policy); }, taken)
+               : nullptr;
 }
 
 uint64_t ObjectStore::device_offset(const Extent& e) const { return drives_.at(e.segment).data_offset + e.offset; }

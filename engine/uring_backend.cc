@@ -1,7 +1,9 @@
 // IoBackend on liburing. Rings are pooled: a caller borrows one for the
 // duration of run(), so concurrent FUSE workers never share a ring.
 #include <fmt/format.h>
+#include <linux/magic.h>
 #include <liburing.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,12 +20,28 @@ namespace stripefs {
 namespace {
 
 constexpr unsigned kRingEntries = 128;
+// Requests up to this size to a drive in memory run on the calling thread.
+constexpr uint64_t kInlineMax = 64 << 10;
+
+// tmpfs or ramfs: a drive file that is memory, where a read or write is a copy.
+bool InMemory(int fd) {
+  struct statfs fs;
+  return fd >= 0 && fstatfs(fd, &fs) == 0 &&
+         (fs.f_type == static_cast<decltype(fs.f_type)>(TMPFS_MAGIC) ||
+          fs.f_type == static_cast<decltype(fs.f_type)>(RAMFS_MAGIC));
+}
 
 class UringBackend final : public IoBackend {
  public:
   explicit UringBackend(std::vector<int> fds)
-      : nfds_(std::max<size_t>(fds.size(), kMaxSegments)), fds_(new std::atomic<int>[nfds_]) {
-    for (size_t i = 0; i < nfds_; ++i) fds_[i].store(i < fds.size() ? fds[i] : -1, std::memory_order_relaxed);
+      : nfds_(std::max<size_t>(fds.size(), kMaxSegments)),
+        fds_(new std::atomic<int>[nfds_]),
+        in_memory_(new std::atomic<bool>[nfds_]) {
+    for (size_t i = 0; i < nfds_; ++i) {
+      const int fd = i < fds.size() ? fds[i] : -1;
+      in_memory_[i].store(InMemory(fd), std::memory_order_relaxed);
+      fds_[i].store(fd, std::memory_order_relaxed);
+    }
   }
   ~UringBackend() override {
     for (io_uring* r : free_rings_) {
@@ -32,19 +50,25 @@ class UringBackend final : public IoBackend {
     }
   }
 
-  // The first request runs synchronously on the calling thread while the
-  // ring carries the others: a request that fits one drive (most of them)
-  // then costs one system call and no wake-up, and files that cannot do
-  // non-blocking I/O (tmpfs, for one) do not bounce it through a kernel worker.
+  // Some requests run synchronously on the calling thread while the ring
+  // carries the others:
+  // - the first one: a request that fits one drive (most of them) then costs
+  //   one system call and no wake-up;
+  // - small ones to drives in memory (tmpfs): such a file cannot do
+  //   non-blocking I/O, so io_uring would hand each to a kernel worker, two
+  //   thread switches for a copy of a few microseconds. A write-back flush
+  //   of 512 small objects otherwise keeps that worker and the flusher
+  //   waking each other 512 times, on the cores the readers need.
   Status run(std::span<IoRequest> reqs) override {
     if (reqs.empty()) return Status::OK();
     Status first_error;
     auto note = [&](Status s) {
       if (!s.ok() && first_error.ok()) first_error = std::move(s);
     };
-    std::span<IoRequest> rest = reqs.subspan(1);
+    auto here = [&](size_t i) { return i == 0 || (reqs[i].len <= kInlineMax && in_memory(reqs[i].segment)); };
     io_uring* ring = nullptr;
-    if (!rest.empty()) {
+    for (size_t i = 1; i < reqs.size() && !ring; ++i) {
+      if (here(i)) continue;
       ring = borrow();
       if (!ring) return Status::IOError("cannot set up io_uring");
     }
@@ -52,8 +76,9 @@ class UringBackend final : public IoBackend {
     unsigned in_flight = 0;
     auto submit = [&]() -> Status {
       unsigned batch = 0;
-      for (; next < rest.size() && in_flight + batch < kRingEntries; ++next) {
-        IoRequest& r = rest[next];
+      for (; next < reqs.size() && in_flight + batch < kRingEntries; ++next) {
+        if (here(next)) continue;
+        IoRequest& r = reqs[next];
         int fd = this->fd(r.segment);
         if (fd < 0) {
           note(MissingDrive(r.segment));
@@ -80,7 +105,9 @@ class UringBackend final : public IoBackend {
         return s;
       }
     }
-    note(fd(reqs[0].segment) < 0 ? MissingDrive(reqs[0].segment) : finish(reqs[0], 0));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (here(i)) note(fd(reqs[i].segment) < 0 ? MissingDrive(reqs[i].segment) : finish(reqs[i], 0));
+    }
     while (in_flight > 0) {
       io_uring_cqe* cqe;
       int rc = io_uring_wait_cqe(ring, &cqe);
@@ -110,6 +137,8 @@ class UringBackend final : public IoBackend {
     if (!fds_[segment].compare_exchange_strong(none, fd, std::memory_order_release, std::memory_order_relaxed)) {
       return Status::Invalid(fmt::format("segment {} has a drive already", segment));
     }
+    // A hint only: a request that sees the descriptor before this goes through the ring.
+    in_memory_[segment].store(InMemory(fd), std::memory_order_relaxed);
     return Status::OK();
   }
 
@@ -178,6 +207,11 @@ class UringBackend final : public IoBackend {
     return segment < nfds_ ? fds_[segment].load(std::memory_order_acquire) : -1;
   }
 
+  // Whether a segment's drive is in memory (InMemory): where small requests run.
+  bool in_memory(uint32_t segment) const {
+    return segment < nfds_ && in_memory_[segment].load(std::memory_order_relaxed);
+  }
+
   // By segment id, sized once (kMaxSegments at least) so that a drive added
   // while the pool is in use fills a slot instead of growing the table under
   // readers; each slot is atomic because run() reads it without a lock. The
@@ -185,6 +219,7 @@ class UringBackend final : public IoBackend {
   // new drive would need io_uring_register_files_update on every pooled ring.
   const size_t nfds_;
   std::unique_ptr<std::atomic<int>[]> fds_;
+  std::unique_ptr<std::atomic<bool>[]> in_memory_;
   std::mutex mu_;
   std::vector<io_uring*> free_rings_;  // GUARDED_BY(mu_)
 };

@@ -57,7 +57,10 @@ bool WriteBackBuffer::take(std::shared_ptr<ObjectStore::Object> obj, std::string
       d.generation = next_generation_++;
       dirty_bytes_ = after;
       dirty_count_.store(dirty_.size(), std::memory_order_release);
-      if (after > options_.max_bytes / 2 && !flush_soon_) {  // the flusher starts early, on the other core
+      // The flusher starts before the timer once a whole batch is waiting
+      // (or half the byte limit): it stores it on the other core while the
+      // caller goes on, instead of leaving it all to the next sync.
+      if ((dirty_.size() >= kFlushSlice || after > options_.max_bytes / 2) && !flush_soon_) {
         flush_soon_ = true;
         wake_.notify_one();
       }

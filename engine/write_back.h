@@ -1,9 +1,10 @@
 // The RAM tier's write-back buffer for small objects put through the object
 // API. A put is kept in memory and answered at once; the bytes reach the
 // drives (ObjectStore::replace_many: up to 512 objects per commit) when the
-// owner syncs, on a timer, or on close; past half its byte limit the flusher
-// thread starts at once, and at the limit puts wait for it (back-pressure). Readers see
-// buffered data first, so the buffer never changes what a get returns.
+// owner syncs, on a timer, or on close; once 512 objects (or half its byte
+// limit) are waiting, the flusher thread starts at once, and at the limit
+// puts wait for it (back-pressure). Readers see buffered data first, so the
+// buffer never changes what a get returns.
 //
 // Nothing leaves the buffer before it is stored: a flush that fails (a full
 // pool, a drive error) keeps the object dirty and the next flush tries again;

@@ -2,6 +2,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/table.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/write_batch.h>
 
 #include "meta/kv_store.h"
@@ -93,6 +94,12 @@ Result<std::unique_ptr<KvStore>> OpenRocksKvStore(const std::string& dir, OpenMo
   options.paranoid_checks = true;
   options.max_background_jobs = 2;
   options.keep_log_file_num = 4;
+  // The memtable remembers where the last key of each kind (its first byte:
+  // inode, chunk, checksum, entry...) went in. A batch writes several kinds
+  // at once, and each kind mostly arrives in order (new inodes, then their
+  // chunk records), so an insert starts next to the last of its kind
+  // instead of searching the whole memtable from the top.
+  options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
   // Chunk and inode lookups are point reads: a bloom filter and a block cache keep them off disk.
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));

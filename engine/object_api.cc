@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "engine/layout.h"
+#include "engine/name_index.h"
 #include "engine/pool.h"
 #include "engine/write_back.h"
 #include "stripefs/objects.h"
@@ -76,7 +77,7 @@ class ObjectPoolImpl final : public ObjectPool {
     if (named.ok() && write_back_) write_back_->discard(named->ino);
     auto r = pool_->ns().unlink(*parent, parts.back());
     if (!r.ok()) return counted(ToError(r.status()));
-    forget(std::string(name));
+    forget(name);
     if (r->nlink == 0) {
       if (Status s = pool_->store().reclaim(r->ino); !s.ok()) return ToError(s);
     }
@@ -150,14 +151,14 @@ class ObjectPoolImpl final : public ObjectPool {
     SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, false));
     SFS_ASSIGN_OR_RETURN(meta::InodeRecord r, pool_->ns().lookup(dir, parts.back()));
     std::unique_lock lock(names_mu_);
-    names_.emplace(std::string(name), Named{r.ino, nullptr});
+    names_.insert(name, Named{r.ino, nullptr});
     return Named{r.ino, nullptr};
   }
 
   // What resolve() or a put remembered of name; no namespace lookup.
   std::optional<Named> remembered(std::string_view name) {
     std::shared_lock lock(names_mu_);
-    if (auto it = names_.find(name); it != names_.end()) return it->second;
+    if (const Named* known = names_.find(name)) return *known;
     return std::nullopt;
   }
 
@@ -166,15 +167,11 @@ class ObjectPoolImpl final : public ObjectPool {
   void remember(std::string_view name, const std::shared_ptr<ObjectStore::Object>& obj) {
     if (name.starts_with("stripefs://")) return;  // a URI needs no lookup
     std::unique_lock lock(names_mu_);
-    auto it = names_.find(name);
-    if (it == names_.end()) {
-      names_.emplace(std::string(name), Named{obj->ino, obj});
-    } else if (it->second.ino == obj->ino) {
-      it->second.obj = obj;
-    }
+    Named& known = names_.insert(name, Named{obj->ino, obj});
+    if (known.ino == obj->ino) known.obj = obj;
   }
 
-  void forget(const std::string& name) {
+  void forget(std::string_view name) {
     std::unique_lock lock(names_mu_);
     names_.erase(name);
   }
@@ -236,7 +233,7 @@ class ObjectPoolImpl final : public ObjectPool {
       if (got.ok()) {
         inode = std::move(got).value();
       } else if (got.status().code() == Code::kNotFound && !name.starts_with("stripefs://")) {
-        forget(std::string(name));  // removed under another spelling of its name ("/a/b" for "a/b")
+        forget(name);  // removed under another spelling of its name ("/a/b" for "a/b")
         known.reset();
       } else {
         return got.status();
@@ -298,7 +295,7 @@ class ObjectPoolImpl final : public ObjectPool {
     }
     auto inode = pool_->ns().brief(ino);
     if (!inode.ok()) {
-      if (inode.status().code() == Code::kNotFound) forget(std::string(name));
+      if (inode.status().code() == Code::kNotFound) forget(name);
       return counted(ToError(inode.status()));
     }
     if (!S_ISREG(inode->mode)) return {EISDIR, fmt::format("{} is not an object", name)};
@@ -326,11 +323,7 @@ class ObjectPoolImpl final : public ObjectPool {
   std::unique_ptr<WriteBackBuffer> write_back_;  // null when off; stopped (and flushed) before pool_ goes
   std::string uri_prefix_;
   std::shared_mutex names_mu_;
-  struct NameHash {
-    using is_transparent = void;  // look up by string_view without a copy
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  std::unordered_map<std::string, Named, NameHash, std::equal_to<>> names_;  // GUARDED_BY(names_mu_)
+  NameIndex<Named> names_;  // GUARDED_BY(names_mu_)
   std::unordered_map<std::string, uint64_t> dirs_;  // GUARDED_BY(names_mu_): "a/b/" -> inode
   std::unordered_map<uint64_t, FileLayout> layouts_;  // GUARDED_BY(names_mu_): directory -> layout of new files
   std::atomic<uint64_t> gets_{0}, puts_{0}, appends_{0}, removes_{0}, not_found_{0}, bytes_read_{0}, bytes_written_{0};

@@ -111,8 +111,7 @@ class NameIndex {
   }
 
   void grow() {
-    std::vector<Slot> old(slots_.size() * 2);
-    old.swap(slots_);
+    const std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(slots_.size() * 2));
     const size_t mask = slots_.size() - 1;
     for (const Slot& s : old) {
       if (!s.entry) continue;

@@ -141,7 +141,6 @@ void ObjectStore::set_cache(uint64_t capacity_bytes, const std::string& policy) 
   }
   std::function<uint64_t()> taken;
   if (ram) taken = [ram] { return ram->capacity() - ram->free_bytes(); };
-  NewEvictionPolicy(policy);  // an unknown name throws here, before any shard is made
   cache_ = capacity_bytes
                ? std::make_unique<ChunkCache>(capacity_bytes, [&policy] { return NewEvictionPolicy(policy); }, taken)
                : nullptr;

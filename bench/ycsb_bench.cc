@@ -752,7 +752,11 @@ void RunTarget(const std::string& target, const Config& cfg, const Backing& back
                  r["p50_us"].get<double>(), r["p99_us"].get<double>(), m.sync_ms, m.ops, LoadAverage());
       rows->push_back(std::move(r));
     }
-  }  // closed before its unmount
+    const auto closing = Clock::now();
+    store.reset();  // closed before its unmount
+    fmt::print(stderr, "{}: closed in {:.2f} s\n", target,
+               static_cast<double>(NsSince(closing, Clock::now())) / 1e9);
+  }
   if (target == "mount") Unmount(pool);
   RemovePool(pool);
 }

@@ -476,7 +476,7 @@ void Namespace::commit_with_inodes(std::span<InodeUpdate> updates) {
     for (InodeUpdate& u : updates) u.result = s;
     return;
   }
-  for (const InodeRecord& r : changed) cache_[r.ino] = r;
+  for (InodeRecord& r : changed) cache_[r.ino] = std::move(r);
 }
 
 Status Namespace::reclaim(uint64_t ino, Transaction* txn) {

@@ -535,9 +535,7 @@ class Client {
       store_.insert(key, v);
       m.add(Op::kInsert, NsSince(t0, Clock::now()));
     }
-    const auto sync_start = Clock::now();
-    store_.sync();
-    m.sync_ms = static_cast<double>(NsSince(sync_start, Clock::now())) / 1e6;
+    m.sync_ms = timed_sync();
     m.run_ms = static_cast<double>(NsSince(start, Clock::now())) / 1e6;
     m.cache_after = store_.cache();
     next_insert_ = records;
@@ -562,15 +560,20 @@ class Client {
     // load: otherwise a target that buffers writes (the engine's write-back
     // buffer, RocksDB's memtable and WAL) would leave that work to the next
     // workload, whose figures would then measure both.
-    const auto sync_start = Clock::now();
-    store_.sync();
-    m.sync_ms = static_cast<double>(NsSince(sync_start, Clock::now())) / 1e6;
+    m.sync_ms = timed_sync();
     m.run_ms = static_cast<double>(NsSince(start, Clock::now())) / 1e6;
     m.cache_after = store_.cache();
     return m;
   }
 
  private:
+  // Syncs the target; the milliseconds it took.
+  double timed_sync() {
+    const auto start = Clock::now();
+    store_.sync();
+    return static_cast<double>(NsSince(start, Clock::now())) / 1e6;
+  }
+
   // CoreWorkload.nextKeynum: redraw numbers not inserted yet.
   uint64_t next_keynum(const Workload& w, ScrambledZipfian& zipf, SkewedLatest& latest) {
     const uint64_t last = next_insert_ - 1;

@@ -38,6 +38,23 @@ std::vector<std::string_view> Components(std::string_view path) {
   return parts;
 }
 
+bool IsUri(std::string_view name) { return name.starts_with("stripefs://"); }
+
+// The one spelling of a name the API remembers ("/a//b/" -> "a/b"), so that
+// every spelling finds the same object, also one not stored yet. A URI, or a
+// name already so spelled, is returned as it is; otherwise *storage holds it.
+std::string_view Canonical(std::string_view name, std::string* storage) {
+  if (IsUri(name) || (!name.starts_with('/') && !name.ends_with('/') && name.find("//") == std::string_view::npos)) {
+    return name;
+  }
+  storage->clear();
+  for (std::string_view part : Components(name)) {
+    if (!storage->empty()) *storage += '/';
+    *storage += part;
+  }
+  return *storage;
+}
+
 class ObjectPoolImpl final : public ObjectPool {
  public:
   ObjectPoolImpl(std::unique_ptr<Pool> pool, const Options& o, std::optional<WriteBackOptions> write_back)
@@ -68,13 +85,19 @@ class ObjectPoolImpl final : public ObjectPool {
     return read_range(name, offset, length, data);
   }
 
-  Error remove(std::string_view name) override {
+  Error remove(std::string_view given) override {
+    std::string storage;
+    const std::string_view name = Canonical(given, &storage);
     auto parts = Components(name);
     if (parts.empty()) return {EINVAL, "remove: an object name is needed"};
     auto parent = resolve_dir(parts, /*create=*/false);
     if (!parent.ok()) return counted(ToError(parent.status()));
     auto named = resolve(name);
-    if (named.ok() && write_back_) write_back_->discard(named->ino);
+    if (named.ok() && write_back_ && write_back_->discard(named->ino)) {
+      forget(name);  // put but never stored: the namespace has nothing of it
+      removes_++;
+      return {};
+    }
     auto r = pool_->ns().unlink(*parent, parts.back());
     if (!r.ok()) return counted(ToError(r.status()));
     forget(name);
@@ -88,11 +111,19 @@ class ObjectPoolImpl final : public ObjectPool {
   Error list(std::string_view dir, std::vector<std::string>* names) override {
     auto ino = resolve_dir(Components(dir), false, /*whole=*/true);
     if (!ino.ok()) return ToError(ino.status());
+    names->clear();
+    // Objects put but not stored yet, before the namespace's listing: one
+    // stored meanwhile then shows up twice (removed below), never not at all.
+    if (write_back_) {
+      for (const auto& e : write_back_->unnamed_entries()) {
+        if (e->parent == *ino) names->push_back(e->name);
+      }
+    }
     auto entries = pool_->ns().list(*ino);
     if (!entries.ok()) return ToError(entries.status());
-    names->clear();
     for (auto& e : entries.value()) names->push_back(std::move(e.name));
     std::sort(names->begin(), names->end());
+    names->erase(std::unique(names->begin(), names->end()), names->end());
     return {};
   }
 
@@ -136,7 +167,9 @@ class ObjectPoolImpl final : public ObjectPool {
   };
 
   // The inode a name or URI stands for; names are remembered (forget() on remove).
-  Result<Named> resolve(std::string_view name) {
+  Result<Named> resolve(std::string_view given) {
+    std::string storage;
+    const std::string_view name = Canonical(given, &storage);
     if (name.starts_with(uri_prefix_)) {
       std::string_view hex = name.substr(uri_prefix_.size());
       uint64_t ino = 0;
@@ -144,7 +177,7 @@ class ObjectPoolImpl final : public ObjectPool {
       if (ec != std::errc() || end != hex.data() + hex.size()) return Status::Invalid(fmt::format("bad URI {}", name));
       return Named{ino, nullptr};
     }
-    if (name.starts_with("stripefs://")) return Status::NotFound(fmt::format("{} is an object of another pool", name));
+    if (IsUri(name)) return Status::NotFound(fmt::format("{} is an object of another pool", name));
     if (auto known = remembered(name)) return *known;
     auto parts = Components(name);
     if (parts.empty()) return Status::Invalid("an object name is needed");
@@ -165,7 +198,7 @@ class ObjectPoolImpl final : public ObjectPool {
   // Keeps obj with the name, so the next read through it needs no lookup in
   // the namespace or the object table.
   void remember(std::string_view name, const std::shared_ptr<ObjectStore::Object>& obj) {
-    if (name.starts_with("stripefs://")) return;  // a URI needs no lookup
+    if (IsUri(name)) return;  // a URI needs no lookup
     std::unique_lock lock(names_mu_);
     Named& known = names_.insert(name, Named{obj->ino, obj});
     if (known.ino == obj->ino) known.obj = obj;
@@ -188,8 +221,16 @@ class ObjectPoolImpl final : public ObjectPool {
       if (auto it = dirs_.find(path); it != dirs_.end()) return it->second;
     }
     uint64_t at = meta::kRootIno;
-    for (size_t i = 0; i < n; ++i) {
+    size_t end = 0;  // of parts[i] in path
+    for (size_t i = 0; i < n; ++i, ++end) {
+      end += parts[i].size();
       auto r = pool_->ns().lookup(at, parts[i]);
+      // An object put but not stored yet is not in the namespace, but is no
+      // directory either, and must not get one of its name (callers that
+      // create hold creating_mu_, as the puts of new objects do).
+      if (!r.ok() && r.status().code() == Code::kNotFound && remembered(std::string_view(path).substr(0, end))) {
+        return Status(Code::kNotDirectory, fmt::format("{} is not a directory", parts[i]));
+      }
       if (!r.ok() && r.status().code() == Code::kNotFound && create) {
         meta::NewInode d;
         d.mode = S_IFDIR | 0755;
@@ -218,42 +259,87 @@ class ObjectPoolImpl final : public ObjectPool {
     return layout;
   }
 
-  Result<meta::InodeRecord> put_or_append(std::string_view name, std::string_view data, bool append) {
-    SFS_RETURN_IF_ERROR(pool_->check_metadata_room());
-    auto parts = Components(name);
-    if (parts.empty()) return Status::Invalid("an object name is needed");
-    meta::InodeRecord inode;
-    bool just_created = false;
+  // The record of a name put or read before (or of a URI); nullopt for a
+  // name not known yet: the caller creates it, or finds it in the namespace.
+  // An object put but not stored yet has the record reserved for it.
+  Result<std::optional<meta::InodeRecord>> record_of(std::string_view name) {
     std::optional<Named> known = remembered(name);
-    if (!known && name.starts_with("stripefs://")) {
+    if (!known && IsUri(name)) {
       SFS_ASSIGN_OR_RETURN(known, resolve(name));
     }
-    if (known) {
-      auto got = pool_->ns().get(known->ino);
-      if (got.ok()) {
-        inode = std::move(got).value();
-      } else if (got.status().code() == Code::kNotFound && !name.starts_with("stripefs://")) {
-        forget(name);  // removed under another spelling of its name ("/a/b" for "a/b")
-        known.reset();
+    using Found = std::optional<meta::InodeRecord>;
+    if (!known) return Found();
+    if (write_back_) {
+      if (auto entry = write_back_->unnamed(known->ino)) return Found(entry->record);
+    }
+    auto got = pool_->ns().get(known->ino);
+    if (got.ok()) return Found(std::move(got).value());
+    if (got.status().code() != Code::kNotFound || IsUri(name)) return got.status();
+    forget(name);  // gone from the namespace: made anew
+    return Found();
+  }
+
+  // A new object name under creating_mu_: created in the namespace, or, for
+  // a put the write-back buffer takes, only reserved there and stored with
+  // its first flush (then *buffered is set and the put is done). Finds the
+  // object instead when the namespace has it already.
+  Result<meta::InodeRecord> make_object(std::string_view name, const std::vector<std::string_view>& parts,
+                                        std::string_view data, bool append, bool* just_created, bool* buffered) {
+    SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, /*create=*/true));
+    SFS_ASSIGN_OR_RETURN(FileLayout layout, layout_for_files_in(dir));
+    meta::NewInode n;
+    n.mode = S_IFREG | 0644;
+    n.chunk_size = layout.chunk_size;
+    n.strategy = layout.strategy;
+    n.replicas = layout.replicas;
+    Result<meta::InodeRecord> made = Status::NotFound("not made");
+    if (write_back_ && !append && write_back_->takes(data.size())) {
+      // Its entry costs nothing now: the flush stores it with the data, for
+      // hundreds of new objects in one commit, on the flusher's thread.
+      auto reserved = pool_->ns().reserve(dir, parts.back(), std::move(n));
+      if (reserved.ok()) {
+        auto entry = std::make_shared<const meta::NewEntry>(std::move(reserved).value());
+        SFS_ASSIGN_OR_RETURN(auto obj, pool_->store().object(entry->record, /*just_created=*/true));
+        if (write_back_->take(obj, data, entry)) {
+          remember(name, obj);  // before creating_mu_ goes: the namespace cannot find it yet
+          *buffered = true;
+          return entry->record;
+        }
+        made = pool_->ns().add(*entry);  // refused (a nearly full pool): stored now, written through next
       } else {
-        return got.status();
+        made = reserved.status();
+      }
+    } else {
+      made = pool_->ns().create(dir, parts.back(), n);
+    }
+    *just_created = made.ok();
+    if (!made.ok() && made.status().code() == Code::kExists) return pool_->ns().lookup(dir, parts.back());
+    return made;
+  }
+
+  Result<meta::InodeRecord> put_or_append(std::string_view given, std::string_view data, bool append) {
+    SFS_RETURN_IF_ERROR(pool_->check_metadata_room());
+    std::string storage;
+    const std::string_view name = Canonical(given, &storage);
+    auto parts = Components(name);
+    if (parts.empty()) return Status::Invalid("an object name is needed");
+    SFS_ASSIGN_OR_RETURN(std::optional<meta::InodeRecord> found, record_of(name));
+    bool just_created = false;
+    if (!found) {
+      // One new name at a time, looked up again under the lock: two puts of
+      // a name must not both reserve it.
+      std::lock_guard creating(creating_mu_);
+      SFS_ASSIGN_OR_RETURN(found, record_of(name));
+      if (!found) {
+        bool buffered = false;
+        SFS_ASSIGN_OR_RETURN(found, make_object(name, parts, data, append, &just_created, &buffered));
+        if (buffered) {
+          bytes_written_ += data.size();
+          return std::move(found).value();
+        }
       }
     }
-    if (!known) {
-      // Create it, or find it there: one namespace lookup either way.
-      SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, /*create=*/true));
-      SFS_ASSIGN_OR_RETURN(FileLayout layout, layout_for_files_in(dir));
-      meta::NewInode n;
-      n.mode = S_IFREG | 0644;
-      n.chunk_size = layout.chunk_size;
-      n.strategy = layout.strategy;
-      n.replicas = layout.replicas;
-      auto created = pool_->ns().create(dir, parts.back(), n);
-      just_created = created.ok();
-      if (!created.ok() && created.status().code() == Code::kExists) created = pool_->ns().lookup(dir, parts.back());
-      SFS_RETURN_IF_ERROR(created.status());
-      inode = std::move(created).value();
-    }
+    meta::InodeRecord inode = std::move(found).value();
     if (!S_ISREG(inode.mode)) return Status(Code::kIsDirectory, fmt::format("{} is not an object", name));
     SFS_ASSIGN_OR_RETURN(auto obj, pool_->store().object(inode, just_created));
     remember(name, obj);
@@ -261,8 +347,10 @@ class ObjectPoolImpl final : public ObjectPool {
       bytes_written_ += data.size();
       return inode;  // stored by a later flush (its size and mtime then too)
     }
-    if (write_back_ && append) {
-      SFS_RETURN_IF_ERROR(write_back_->flush(inode.ino));  // what is appended to must be on the drives first
+    if (write_back_ && (append || write_back_->unnamed(inode.ino))) {
+      // What is appended to must be on the drives first; so must an object
+      // not stored yet that is now written through: that gives it its entry.
+      SFS_RETURN_IF_ERROR(write_back_->flush(inode.ino));
       SFS_ASSIGN_OR_RETURN(inode, pool_->ns().get(inode.ino));
     } else if (write_back_) {
       write_back_->discard(inode.ino);  // written through below: an older buffered put must not follow it
@@ -284,7 +372,9 @@ class ObjectPoolImpl final : public ObjectPool {
     return inode;
   }
 
-  Error read_range(std::string_view name, uint64_t offset, uint64_t length, std::string* data) {
+  Error read_range(std::string_view given, uint64_t offset, uint64_t length, std::string* data) {
+    std::string storage;
+    const std::string_view name = Canonical(given, &storage);
     auto named = resolve(name);
     if (!named.ok()) return counted(ToError(named.status()));
     const uint64_t ino = named->ino;
@@ -322,6 +412,7 @@ class ObjectPoolImpl final : public ObjectPool {
   const Options options_;
   std::unique_ptr<WriteBackBuffer> write_back_;  // null when off; stopped (and flushed) before pool_ goes
   std::string uri_prefix_;
+  std::mutex creating_mu_;  // held while a new name is made (make_object)
   std::shared_mutex names_mu_;
   NameIndex<Named> names_;  // GUARDED_BY(names_mu_)
   std::unordered_map<std::string, uint64_t> dirs_;  // GUARDED_BY(names_mu_): "a/b/" -> inode

@@ -447,6 +447,7 @@ void ObjectStore::replace_many(std::span<Put> puts) {
   for (size_t i = 0; i < staged.size(); ++i) {
     StagedWrite* w = staged[i].second.get();
     updates[i].ino = w->obj->ino;
+    updates[i].entry = staged[i].first->entry;
     updates[i].apply = [this, w, now](InodeRecord& r, Transaction* txn) { add_records(*w, r, txn, now); };
   }
   ns_->commit_with_inodes(updates);

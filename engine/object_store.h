@@ -102,6 +102,7 @@ class ObjectStore {
     Object* obj = nullptr;
     const char* data = nullptr;
     size_t len = 0;
+    const meta::NewEntry* entry = nullptr;  // a new object's reserved entry, stored by the same commit (len > 0)
     Status status;
   };
   // replace() of many objects at once (the write-back buffer's flush): one

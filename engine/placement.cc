@@ -132,9 +132,21 @@ class RamStrategy final : public PlacementStrategy {
 }  // namespace
 
 uint64_t ObjectHash(std::string_view uri) {
+  // SHA-256 fetched once and a context per thread: EVP_Digest with
+  // EVP_sha256() looks the algorithm up and makes a context on every call,
+  // which took two thirds of its 0.3 us.
+  static EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  struct Context {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    ~Context() { EVP_MD_CTX_free(ctx); }
+  };
+  thread_local Context context;
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int md_len = 0;
-  EVP_Digest(uri.data(), uri.size(), md, &md_len, EVP_sha256(), nullptr);
+  if (!kSha256 || !context.ctx || !EVP_DigestInit_ex(context.ctx, kSha256, nullptr) ||
+      !EVP_DigestUpdate(context.ctx, uri.data(), uri.size()) || !EVP_DigestFinal_ex(context.ctx, md, &md_len)) {
+    EVP_Digest(uri.data(), uri.size(), md, &md_len, EVP_sha256(), nullptr);  // the same digest, the slow way
+  }
   uint64_t h = 0;
   for (int i = 0; i < 8; ++i) h = (h << 8) | md[i];
   return h;

@@ -33,8 +33,13 @@ WriteBackBuffer::~WriteBackBuffer() {
   }
 }
 
-bool WriteBackBuffer::take(std::shared_ptr<ObjectStore::Object> obj, std::string_view data) {
-  if (data.size() > options_.max_object || data.size() > options_.max_bytes || data.empty()) return false;
+bool WriteBackBuffer::takes(size_t bytes) const {
+  return bytes > 0 && bytes <= options_.max_object && bytes <= options_.max_bytes;
+}
+
+bool WriteBackBuffer::take(std::shared_ptr<ObjectStore::Object> obj, std::string_view data,
+                           std::shared_ptr<const meta::NewEntry> entry) {
+  if (!takes(data.size())) return false;
   const uint64_t ino = obj->ino;
   std::unique_lock lock(mu_);
   for (;;) {
@@ -55,6 +60,7 @@ bool WriteBackBuffer::take(std::shared_ptr<ObjectStore::Object> obj, std::string
       d.obj = std::move(obj);
       d.data = std::make_shared<const std::string>(data);
       d.generation = next_generation_++;
+      if (entry) d.entry = std::move(entry);  // a later take of an unnamed object keeps its entry
       dirty_bytes_ = after;
       dirty_count_.store(dirty_.size(), std::memory_order_release);
       // The flusher starts before the timer once a whole batch is waiting
@@ -92,21 +98,27 @@ bool WriteBackBuffer::read(uint64_t ino, uint64_t offset, uint64_t length, std::
 Status WriteBackBuffer::flush_locked(std::span<const std::pair<uint64_t, Dirty>> batch) {
   std::vector<ObjectStore::Put> puts;
   puts.reserve(batch.size());
-  for (const auto& [ino, d] : batch) puts.push_back({d.obj.get(), d.data->data(), d.data->size(), {}});
+  for (const auto& [ino, d] : batch) puts.push_back({d.obj.get(), d.data->data(), d.data->size(), d.entry.get(), {}});
   store_->replace_many(puts);
   Status first;
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < batch.size(); ++i) {
     const auto& [ino, d] = batch[i];
     const Status& s = puts[i].status;
-    // kNotFound: the object was removed after this put (a remove racing it);
-    // there is nothing left to store it in, and retrying would fail forever.
+    // kNotFound: the object (or the directory of an unnamed one) was removed
+    // after this put; there is nothing left to store it in, and retrying
+    // would fail forever.
     if (!s.ok() && s.code() != Code::kNotFound) {
       if (first.ok()) first = s;
       continue;
     }
     auto it = dirty_.find(ino);
-    if (it != dirty_.end() && it->second.generation == d.generation) drop_locked(it);  // not put again meanwhile
+    if (it == dirty_.end()) continue;
+    if (it->second.generation == d.generation) {
+      drop_locked(it);  // not put again meanwhile
+    } else {
+      it->second.entry.reset();  // put again meanwhile: stored by the next flush, and now named
+    }
   }
   return first;
 }
@@ -131,11 +143,30 @@ Status WriteBackBuffer::flush(uint64_t ino) {
   return flush_locked({&one, 1});
 }
 
-void WriteBackBuffer::discard(uint64_t ino) {
+bool WriteBackBuffer::discard(uint64_t ino) {
   std::lock_guard flushing(flush_mu_);
   std::lock_guard lock(mu_);
   auto it = dirty_.find(ino);
-  if (it != dirty_.end()) drop_locked(it);
+  if (it == dirty_.end()) return false;
+  const bool unnamed = it->second.entry != nullptr;
+  drop_locked(it);
+  return unnamed;
+}
+
+std::shared_ptr<const meta::NewEntry> WriteBackBuffer::unnamed(uint64_t ino) const {
+  if (dirty_count_.load(std::memory_order_acquire) == 0) return nullptr;
+  std::lock_guard lock(mu_);
+  auto it = dirty_.find(ino);
+  return it == dirty_.end() ? nullptr : it->second.entry;
+}
+
+std::vector<std::shared_ptr<const meta::NewEntry>> WriteBackBuffer::unnamed_entries() const {
+  std::vector<std::shared_ptr<const meta::NewEntry>> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [ino, d] : dirty_) {
+    if (d.entry) out.push_back(d.entry);
+  }
+  return out;
 }
 
 Status WriteBackBuffer::flush_all() {

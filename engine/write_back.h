@@ -6,6 +6,11 @@
 // puts wait for it (back-pressure). Readers see buffered data first, so the
 // buffer never changes what a get returns.
 //
+// A new object can be buffered before it has a namespace entry: take() is
+// then given the entry reserved for it (Namespace::reserve), and the flush
+// that first stores the object stores the entry in the same commit. Until
+// then the object is "unnamed": lookups in the namespace do not find it.
+//
 // Nothing leaves the buffer before it is stored: a flush that fails (a full
 // pool, a drive error) keeps the object dirty and the next flush tries again;
 // flush_all() reports the failure, which is how sync() learns of it. While
@@ -26,6 +31,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/object_store.h"
 
@@ -47,10 +53,19 @@ class WriteBackBuffer {
   WriteBackBuffer(ObjectStore* store, std::function<uint64_t()> free_bytes, WriteBackOptions options);
   ~WriteBackBuffer();  // stops the timer and flushes; failures are logged
 
-  // Buffers data as the whole new contents of obj. False when the caller must
-  // write it through itself (too large, or the drives too full to promise
-  // room for it).
-  bool take(std::shared_ptr<ObjectStore::Object> obj, std::string_view data);
+  // Buffers data as the whole new contents of obj; entry: obj's reserved
+  // namespace entry, when obj is new (kept until a flush stores it, across
+  // later takes). False when the caller must write it through itself (too
+  // large, empty, or the drives too full to promise room for it); an entry
+  // is then not kept.
+  bool take(std::shared_ptr<ObjectStore::Object> obj, std::string_view data,
+            std::shared_ptr<const meta::NewEntry> entry = nullptr);
+  // Whether take() buffers a put of this many bytes when there is room.
+  bool takes(size_t bytes) const;
+  // The reserved entry of ino while no flush has stored it; null otherwise.
+  std::shared_ptr<const meta::NewEntry> unnamed(uint64_t ino) const;
+  // The entries of every object not stored yet.
+  std::vector<std::shared_ptr<const meta::NewEntry>> unnamed_entries() const;
   // Up to length bytes from offset of a buffered object into *out; false when
   // ino is not buffered.
   bool read(uint64_t ino, uint64_t offset, uint64_t length, std::string* out) const;
@@ -58,7 +73,8 @@ class WriteBackBuffer {
   Status flush(uint64_t ino);
   // Drops ino's buffered contents unwritten (it is being removed, or replaced
   // by a write-through), after any flush of it in progress has finished.
-  void discard(uint64_t ino);
+  // True when ino was unnamed: it never reached the namespace, and now never will.
+  bool discard(uint64_t ino);
   // Writes everything buffered; the first failure, with every failed object
   // still buffered.
   Status flush_all();
@@ -69,6 +85,7 @@ class WriteBackBuffer {
     std::shared_ptr<ObjectStore::Object> obj;
     std::shared_ptr<const std::string> data;  // shared with a flush in progress
     uint64_t generation = 0;                  // bumped by each take(): a flush removes only what it wrote
+    std::shared_ptr<const meta::NewEntry> entry;  // until a flush stores it (see take())
   };
   // Stores a batch of entries in one commit and drops the ones stored (or
   // removed meanwhile); the first failure. REQUIRES: flush_mu_ held.

@@ -135,54 +135,83 @@ Result<InodeRecord> Namespace::lookup(uint64_t parent, std::string_view name) {
   return load(e->ino);
 }
 
-Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, const NewInode& n) {
+Result<NewEntry> Namespace::reserve_locked(uint64_t parent, std::string_view name, NewInode n) {
   SFS_RETURN_IF_ERROR(CheckName(name));
-  // mu_ alone: a create changes a directory and a new inode, never an inode
-  // of a flush batch being written (regular files that exist), so it may
-  // commit while that batch is written (see ChangeLock).
-  std::lock_guard lock(mu_);
   SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(parent));
   if (dir.nlink == 0) return Status::NotFound("directory was removed");
   SFS_ASSIGN_OR_RETURN(auto existing, find(parent, name));
   if (existing) return Status::Exists("entry exists");
-
-  int64_t now = NowNs();
-  InodeRecord r;
-  r.ino = next_ino_;
+  // The stored counter is a bound, raised a batch at a time: most creates
+  // then write no counter at all. A crash only leaves numbers unused.
+  if (next_ino_ + 1 > ino_bound_) {
+    Transaction txn;
+    txn.put(NextInoKey(), EncodeU64(next_ino_ + kInoBatch));
+    SFS_RETURN_IF_ERROR(kv_->commit(txn, false));
+    ino_bound_ = next_ino_ + kInoBatch;
+  }
+  NewEntry e;
+  e.parent = parent;
+  e.name = name;
+  e.xattrs = std::move(n.xattrs);
+  InodeRecord& r = e.record;
+  r.ino = next_ino_++;
   r.mode = n.mode;
   r.uid = n.uid;
   r.gid = n.gid;
   r.rdev = n.rdev;
-  r.atime_ns = r.mtime_ns = r.ctime_ns = now;
+  r.atime_ns = r.mtime_ns = r.ctime_ns = NowNs();
   r.nlink = IsDir(n.mode) ? 2 : 1;
   if (IsDir(n.mode)) r.parent = parent;
   if (S_ISLNK(n.mode)) {
-    r.symlink = n.symlink;
-    r.size = n.symlink.size();
+    r.symlink = std::move(n.symlink);
+    r.size = r.symlink.size();
   }
   if (S_ISREG(n.mode)) {
     r.uri = fmt::format("stripefs://{}/{:016x}", uuid_, r.ino);
     r.chunk_size = n.chunk_size;
-    r.strategy = n.strategy;
+    r.strategy = std::move(n.strategy);
     r.replicas = n.replicas;
   }
-  if (IsDir(n.mode)) dir.nlink++;
-  dir.mtime_ns = dir.ctime_ns = now;
+  return e;
+}
 
+void Namespace::add_entry(Transaction* txn, const NewEntry& e, InodeRecord* dir, int64_t now) {
+  const InodeRecord& r = e.record;
+  put_inode(txn, r);
+  txn->put(DirEntryKey(e.parent, e.name), EncodeDirEntry({r.ino, r.mode & S_IFMT}));
+  for (const auto& [xname, value] : e.xattrs) txn->put(XattrKey(r.ino, xname), value);
+  if (S_ISREG(r.mode) && r.strategy == kRamStrategyName) txn->put(VolatileKey(r.ino), "");
+  if (IsDir(r.mode)) dir->nlink++;
+  dir->mtime_ns = dir->ctime_ns = std::max(dir->mtime_ns, now);
+}
+
+Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, const NewInode& n) {
+  ChangeLock lock(this);
+  SFS_ASSIGN_OR_RETURN(NewEntry e, reserve_locked(parent, name, n));
+  SFS_ASSIGN_OR_RETURN(InodeRecord dir, load(parent));
   Transaction txn;
-  put_inode(&txn, r);
+  add_entry(&txn, e, &dir, e.record.ctime_ns);
   put_inode(&txn, dir);
-  txn.put(DirEntryKey(parent, name), EncodeDirEntry({r.ino, n.mode & S_IFMT}));
-  // The stored counter is a bound, raised a batch at a time: most creates
-  // then write one record fewer. A crash only leaves numbers unused.
-  const bool raise_bound = next_ino_ + 1 > ino_bound_;
-  if (raise_bound) txn.put(NextInoKey(), EncodeU64(next_ino_ + kInoBatch));
-  for (const auto& [xname, value] : n.xattrs) txn.put(XattrKey(r.ino, xname), value);
-  if (S_ISREG(n.mode) && n.strategy == kRamStrategyName) txn.put(VolatileKey(r.ino), "");
-  SFS_RETURN_IF_ERROR(commit(&txn, {r, dir}));
-  if (raise_bound) ino_bound_ = next_ino_ + kInoBatch;
-  next_ino_++;
-  return r;
+  SFS_RETURN_IF_ERROR(commit(&txn, {e.record, dir}));
+  return std::move(e.record);
+}
+
+Result<NewEntry> Namespace::reserve(uint64_t parent, std::string_view name, NewInode n) {
+  std::lock_guard lock(mu_);
+  return reserve_locked(parent, name, std::move(n));
+}
+
+Result<InodeRecord> Namespace::add(const NewEntry& e) {
+  ChangeLock lock(this);
+  SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(e.parent));
+  if (dir.nlink == 0) return Status::NotFound("directory was removed");
+  SFS_ASSIGN_OR_RETURN(auto existing, find(e.parent, e.name));
+  if (existing) return Status::Exists("entry exists");
+  Transaction txn;
+  add_entry(&txn, e, &dir, NowNs());
+  put_inode(&txn, dir);
+  SFS_RETURN_IF_ERROR(commit(&txn, {e.record, dir}));
+  return e.record;
 }
 
 Result<InodeRecord> Namespace::link(uint64_t ino, uint64_t parent, std::string_view name) {
@@ -452,24 +481,40 @@ Result<InodeRecord> Namespace::commit_with_inode(uint64_t ino, const std::functi
 }
 
 void Namespace::commit_with_inodes(std::span<InodeUpdate> updates) {
-  // Hundreds of inodes: readers (and creates) are held up only while the
+  // Hundreds of inodes: readers (and reserve()) are held up only while the
   // records are copied, not while the batch is built and written. write_mu_
-  // keeps every other change of these inodes out until the cache has the
-  // new records.
+  // keeps every other change of these inodes, and of the directories that
+  // get new entries, out until the cache has the new records.
   std::lock_guard writing(write_mu_);
+  std::unordered_map<uint64_t, InodeRecord> dirs;  // of the new entries
   {
     std::lock_guard lock(mu_);
-    for (InodeUpdate& u : updates) u.result = load(u.ino);
+    for (InodeUpdate& u : updates) {
+      if (!u.entry) {
+        u.result = load(u.ino);
+        continue;
+      }
+      auto dir = load_dir(u.entry->parent);
+      if (dir.ok() && dir->nlink == 0) dir = Status::NotFound("directory was removed");
+      u.result = dir.ok() ? Result<InodeRecord>(u.entry->record) : Result<InodeRecord>(dir.status());
+      if (dir.ok()) dirs.try_emplace(dir->ino, std::move(dir).value());
+    }
   }
   Transaction txn;
   std::vector<InodeRecord> changed;
+  const int64_t now = NowNs();
   for (InodeUpdate& u : updates) {
     if (!u.result.ok()) continue;
+    if (u.entry) add_entry(&txn, *u.entry, &dirs.at(u.entry->parent), now);
     u.apply(u.result.value(), &txn);
     put_inode(&txn, u.result.value());
     changed.push_back(u.result.value());
   }
   if (changed.empty()) return;
+  for (auto& [ino, dir] : dirs) {
+    put_inode(&txn, dir);
+    changed.push_back(std::move(dir));
+  }
   Status s = kv_->commit(txn, false);
   std::lock_guard lock(mu_);
   if (!s.ok()) {

@@ -41,6 +41,15 @@ struct AttrChange {
   bool keep_ctime = false;  // an access-time update by a read is not a change of the inode
 };
 
+// A new entry whose inode number is taken but which is not stored yet
+// (Namespace::reserve): the record create() would have stored.
+struct NewEntry {
+  uint64_t parent = 0;
+  std::string name;
+  InodeRecord record;
+  std::vector<std::pair<std::string, std::string>> xattrs;
+};
+
 struct Listing {
   std::string name;
   DirEntry entry;
@@ -68,6 +77,14 @@ class Namespace {
   // Creates a file, directory, symlink, FIFO, socket or device node.
   // Errors: kExists, kNotFound (parent), kNotDirectory, kNameTooLong.
   Result<InodeRecord> create(uint64_t parent, std::string_view name, const NewInode& n);
+  // The checks and the record of create(), with the inode number taken, but
+  // nothing of the entry stored: the caller stores it later, with the first
+  // data of the new file (InodeUpdate::entry), or by add(). Until then
+  // lookups do not find it, and the caller must keep the name from being
+  // reserved twice. A reserved entry never stored leaves an unused number.
+  Result<NewEntry> reserve(uint64_t parent, std::string_view name, NewInode n);
+  // Stores a reserved entry on its own; kExists when the name was taken meanwhile.
+  Result<InodeRecord> add(const NewEntry& e);
   Result<InodeRecord> link(uint64_t ino, uint64_t parent, std::string_view name);
   // Removes a non-directory entry and returns the inode as it is afterwards.
   // At nlink 0 the inode becomes an orphan, recorded in the same batch; the
@@ -97,8 +114,11 @@ class Namespace {
   // is called only for inodes that still exist, so a removed one leaves
   // nothing behind. result: the new record, or the error loading the inode
   // (kNotFound: removed); every result is the commit's error when it fails.
+  // entry: a reserved entry, stored by this batch (with its directory's
+  // times) instead of loading an inode that does not exist yet.
   struct InodeUpdate {
     uint64_t ino = 0;
+    const NewEntry* entry = nullptr;
     std::function<void(InodeRecord&, Transaction*)> apply;
     Result<InodeRecord> result = Status::NotFound("not committed");
   };
@@ -117,6 +137,10 @@ class Namespace {
   Result<InodeRecord> load_dir(uint64_t ino);     // REQUIRES: mu_ held
   Result<std::optional<DirEntry>> find(uint64_t parent, std::string_view name);  // REQUIRES: mu_ held
   Result<bool> is_empty_dir(uint64_t ino);        // REQUIRES: mu_ held
+  // reserve() and its checks. REQUIRES: mu_ held.
+  Result<NewEntry> reserve_locked(uint64_t parent, std::string_view name, NewInode n);
+  // Adds e's records to txn, and to dir its new link and times. REQUIRES: mu_ held.
+  void add_entry(Transaction* txn, const NewEntry& e, InodeRecord* dir, int64_t now);
   // Commits txn and, on success, installs the changed inodes in the cache.
   Status commit(Transaction* txn, const std::vector<InodeRecord>& changed, bool sync = false);  // REQUIRES: mu_ held
   void put_inode(Transaction* txn, const InodeRecord& r);
@@ -127,8 +151,8 @@ class Namespace {
   // apply one after another; readers need only mu_. A change holds mu_ as
   // well, except while commit_with_inodes builds and writes its large
   // batch: readers go on meanwhile, from the cache, which still has the
-  // state before it, and so does create(), which holds only mu_: it touches
-  // no inode of the batch.
+  // state before it, and so does reserve(), which holds only mu_: it
+  // changes nothing stored but the inode counter.
   class ChangeLock {
    public:
     explicit ChangeLock(Namespace* ns) : writing_(ns->write_mu_), locked_(ns->mu_) {}

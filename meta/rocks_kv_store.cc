@@ -100,6 +100,12 @@ Result<std::unique_ptr<KvStore>> OpenRocksKvStore(const std::string& dir, OpenMo
   // chunk records), so an insert starts next to the last of its kind
   // instead of searching the whole memtable from the top.
   options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
+  // A bloom filter over the memtable's keys: the lookup a new name needs
+  // (is it taken?) finds it absent without searching the memtable. Filling
+  // it is part of each insert, which the write-back flusher's batches do off
+  // the caller's thread.
+  options.memtable_whole_key_filtering = true;
+  options.memtable_prefix_bloom_size_ratio = 0.02;
   // Chunk and inode lookups are point reads: a bloom filter and a block cache keep them off disk.
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));

@@ -43,6 +43,24 @@ class ObjectApiTest : public testing::Test {
     EXPECT_FALSE(e) << name << ": " << e.message;
     return out;
   }
+  // What the namespace stores for dir/name, read beside the open pool (as
+  // `stripefs placement` reads beside a mount): the object API's buffered
+  // state does not show here.
+  Result<meta::InodeRecord> Stored(std::string_view dir, std::string_view name) {
+    SFS_ASSIGN_OR_RETURN(auto inspect, Pool::Open((dir_ / "meta").string(), Pool::Mode::kInspect));
+    SFS_ASSIGN_OR_RETURN(meta::InodeRecord d, inspect->ns().lookup(meta::kRootIno, dir));
+    return inspect->ns().lookup(d.ino, name);
+  }
+  // fsck of the closed pool: its problems (none expected).
+  std::vector<std::string> Fsck() {
+    pool_.reset();
+    auto checked = Pool::Open((dir_ / "meta").string(), Pool::Mode::kCheck);
+    if (!checked.ok()) return {checked.status().message()};
+    std::vector<std::string> notes;
+    auto problems = checked.value()->fsck(false, &notes);
+    if (!problems.ok()) return {problems.status().message()};
+    return problems.value();
+  }
 
   std::filesystem::path dir_;
   std::unique_ptr<ObjectPool> pool_;
@@ -270,6 +288,107 @@ TEST_F(ObjectApiTest, ConcurrentPutsAndTimerFlushesKeepTheLastVersion) {
   ASSERT_FALSE(pool_->sync());
   Reopen();
   for (const auto& [name, v] : last) EXPECT_EQ(Get(name), v) << name;
+}
+
+// A new object put into the write-back buffer gets its namespace entry from
+// the flush that stores its data, in the same commit; until then the API
+// alone knows it, under every spelling of its name.
+TEST_F(ObjectApiTest, ANewObjectGetsItsEntryWithItsFirstFlush) {
+  ASSERT_FALSE(pool_->put("fresh/seed", "x"));
+  ASSERT_FALSE(pool_->sync());  // the directory exists; the next object is new in it
+  std::string uri;
+  ASSERT_FALSE(pool_->put("fresh/a", "one", &uri));
+  EXPECT_EQ(Stored("fresh", "a").status().code(), Code::kNotFound) << "buffered: no entry yet";
+  EXPECT_EQ(Get("fresh/a"), "one");
+  EXPECT_EQ(Get(uri), "one");
+  ASSERT_FALSE(pool_->put("/fresh//a/", "two"));
+  EXPECT_EQ(Get("fresh/a"), "two") << "another spelling of the name is the same object";
+  std::vector<std::string> names;
+  ASSERT_FALSE(pool_->list("fresh", &names));
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "seed"}));
+  EXPECT_EQ(pool_->put("fresh/a/b", "y").code, ENOTDIR) << "no directory may take an object's name";
+  EXPECT_EQ(pool_->stats().dirty_objects, 1u);
+
+  ASSERT_FALSE(pool_->sync());
+  auto stored = Stored("fresh", "a");
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(stored->uri, uri);
+  EXPECT_EQ(stored->size, 3u);
+  EXPECT_TRUE(Fsck().empty());
+  Reopen();
+  EXPECT_EQ(Get("fresh/a"), "two");
+  EXPECT_EQ(Get(uri), "two");
+}
+
+TEST_F(ObjectApiTest, ANewObjectRemovedBeforeItsFlushLeavesNothing) {
+  ASSERT_FALSE(pool_->put("t/kept", "k"));
+  ASSERT_FALSE(pool_->put("t/gone", "x"));
+  ASSERT_FALSE(pool_->remove("t/gone"));
+  std::string out;
+  EXPECT_EQ(pool_->get("t/gone", &out).code, ENOENT);
+  EXPECT_EQ(pool_->remove("t/gone").code, ENOENT);
+  std::vector<std::string> names;
+  ASSERT_FALSE(pool_->list("t", &names));
+  EXPECT_EQ(names, std::vector<std::string>{"kept"});
+  ASSERT_FALSE(pool_->sync());
+  EXPECT_EQ(Stored("t", "gone").status().code(), Code::kNotFound);
+  ASSERT_FALSE(pool_->put("t/gone", "again"));
+  EXPECT_EQ(Get("t/gone"), "again") << "the name is free for a new object";
+  const std::vector<std::string> problems = Fsck();
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  Reopen();
+  EXPECT_EQ(Get("t/gone"), "again");
+  EXPECT_EQ(Get("t/kept"), "k");
+}
+
+// A buffered new object that is then written through (too large for the
+// buffer), or appended to, is stored first, so it has an entry to change.
+TEST_F(ObjectApiTest, ABufferedNewObjectWrittenThroughOrAppendedToKeepsItsName) {
+  std::string uri;
+  ASSERT_FALSE(pool_->put("w/big", "small", &uri));
+  const std::string big(1 << 20, 'B');
+  ASSERT_FALSE(pool_->put("w/big", big));
+  EXPECT_EQ(Get("w/big"), big);
+  ASSERT_FALSE(pool_->put("w/log", "ab"));
+  ASSERT_FALSE(pool_->append("w/log", "cd"));
+  EXPECT_EQ(Get("w/log"), "abcd");
+  ASSERT_TRUE(Stored("w", "big").ok()) << "written through: stored at once";
+  EXPECT_EQ(Stored("w", "big")->uri, uri) << "the same object, not a second one";
+  ASSERT_FALSE(pool_->sync());
+  const std::vector<std::string> problems = Fsck();
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  Reopen();
+  EXPECT_EQ(Get("w/big"), big);
+  EXPECT_EQ(Get("w/log"), "abcd");
+}
+
+// Threads putting the same new names at once, while the timer flushes: each
+// name gets one object, and the pool is consistent (no inode without its entry).
+TEST_F(ObjectApiTest, ConcurrentPutsOfNewNamesMakeOneObjectEach) {
+  api::Options o;
+  o.write_back_interval_ms = 1;
+  Reopen(o);
+  constexpr int kThreads = 4, kNames = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kNames; ++i) {
+        const std::string name = (t % 2 ? "/same/n" : "same//n") + std::to_string(i);
+        if (Error e = pool_->put(name, "v" + std::to_string(t))) ADD_FAILURE() << e.message;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::vector<std::string> names;
+  ASSERT_FALSE(pool_->list("same", &names));
+  EXPECT_EQ(names.size(), static_cast<size_t>(kNames)) << "each name once";
+  ASSERT_FALSE(pool_->sync());
+  const std::vector<std::string> problems = Fsck();
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  Reopen();
+  ASSERT_FALSE(pool_->list("same", &names));
+  EXPECT_EQ(names.size(), static_cast<size_t>(kNames));
+  for (int i = 0; i < kNames; ++i) EXPECT_EQ(Get("same/n" + std::to_string(i)).size(), 2u);
 }
 
 }  // namespace

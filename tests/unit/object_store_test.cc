@@ -1083,7 +1083,7 @@ namespace {
 
 std::vector<ObjectStore::Put> Puts(const std::vector<std::pair<ObjectStore::Object*, const std::string*>>& items) {
   std::vector<ObjectStore::Put> puts;
-  for (const auto& [obj, data] : items) puts.push_back({obj, data->data(), data->size(), {}});
+  for (const auto& [obj, data] : items) puts.push_back({obj, data->data(), data->size(), nullptr, {}});
   return puts;
 }
 

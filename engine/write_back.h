@@ -69,7 +69,8 @@ class WriteBackBuffer {
   // Up to length bytes from offset of a buffered object into *out; false when
   // ino is not buffered.
   bool read(uint64_t ino, uint64_t offset, uint64_t length, std::string* out) const;
-  // Writes ino's buffered contents now (before an append extends them).
+  // Writes ino's buffered contents now (before an append extends them, or
+  // a write-through replaces an unnamed object, which then has its entry).
   Status flush(uint64_t ino);
   // Drops ino's buffered contents unwritten (it is being removed, or replaced
   // by a write-through), after any flush of it in progress has finished.

@@ -58,6 +58,8 @@
 #include <fmt/ranges.h>
 #include <signal.h>
 #include <spawn.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -445,6 +447,22 @@ class Workers {
 // against ~8 GB/s on written ones here), on a disk file system it allocates
 // blocks; a long-lived pool pays neither.
 
+// The size of the smallest of these block devices (each a drive of the pool).
+uint64_t SmallestDevice(const std::vector<std::string>& devices) {
+  uint64_t smallest = UINT64_MAX;
+  for (const auto& d : devices) {
+    int fd = open(d.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) Die(fmt::format("--devices: open {}: {}", d, std::strerror(errno)));
+    struct stat st;
+    uint64_t bytes = 0;
+    const bool block = fstat(fd, &st) == 0 && S_ISBLK(st.st_mode) && ioctl(fd, BLKGETSIZE64, &bytes) == 0;
+    close(fd);
+    if (!block) Die(fmt::format("--devices: {} is not a block device", d));
+    smallest = std::min(smallest, bytes);
+  }
+  return smallest;
+}
+
 class Preconditioner {
  public:
   Preconditioner(const std::vector<std::string>& paths, uint64_t data_bytes, bool direct)
@@ -797,6 +815,11 @@ int main(int argc, char** argv) {
   app.add_option("--dir", dir, "Directory for the drive files and the metadata (a new subdirectory is made and removed)")
       ->required();
   app.add_option("--drives", cfg.drives, "Drive files")->capture_default_str()->check(CLI::Range(1, 64));
+  std::vector<std::string> devices;
+  app.add_option("--devices", devices,
+                 "Block devices to use as the drives instead of drive files (their contents are overwritten; "
+                 "--dir then holds the metadata only; see bench/stripe_bench_throttled)")
+      ->delimiter(',');
   app.add_option("--drive-size", drive_size_text,
                  "Size of each drive file (default: just enough for the round-robin layout of the smallest objects)");
   app.add_option("--chunk-size", chunk_text, "Chunk size (power of two, 1M-64M); also fio's block size")
@@ -824,6 +847,10 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Also write every run and the medians to this file");
   CLI11_PARSE(app, argc, argv);
 
+  if (!devices.empty()) {
+    if (devices.size() > 64) Die("--devices: at most 64");
+    cfg.drives = static_cast<uint32_t>(devices.size());
+  }
   cfg.chunk = Take(ParseSize(chunk_text), "--chunk-size");
   Check(CheckChunkSize(cfg.chunk), "--chunk-size");
   cfg.total = total_text.empty() ? (quick ? 512 * kMiB : 2048 * kMiB) : Take(ParseSize(total_text), "--total");
@@ -852,6 +879,7 @@ int main(int argc, char** argv) {
   }
   data_needed = RoundUp(data_needed + cfg.chunk, kPreconditionStep);
   uint64_t drive_size = kDataOffset + data_needed;
+  if (!devices.empty() && drive_size_text.empty()) drive_size = SmallestDevice(devices);
   if (!drive_size_text.empty()) {
     drive_size = Take(ParseSize(drive_size_text), "--drive-size");
     if (drive_size < kDataOffset + data_needed) {
@@ -884,7 +912,11 @@ int main(int argc, char** argv) {
     Cleanup().workdir = tmpl;
   }
   const std::string workdir = tmpl;
-  const Backing backing = DetectBacking(workdir);
+  Backing backing = DetectBacking(workdir);
+  if (!devices.empty()) {  // the drives are the devices; workdir holds the metadata only
+    backing.tmpfs = false;
+    backing.o_direct = true;  // a block device takes it (the preconditioner's open says so if not)
+  }
 
   // Peak space of the drive files: drive 0 holds the round-robin layout's
   // first chunks, every drive fio's range and a striped share.
@@ -896,13 +928,15 @@ int main(int argc, char** argv) {
   }
   const uint64_t estimate =
       data_needed + (cfg.drives - 1) * std::min(data_bytes, RoundUp(std::max(fio_region, striped_share), kPreconditionStep));
-  if (estimate + 256 * kMiB > backing.free_bytes) {
+  if (devices.empty() && estimate + 256 * kMiB > backing.free_bytes) {
     Die(fmt::format("{} has {} free; the drive files will take about {} (lower --total)", dir, Bytes(backing.free_bytes),
                     Bytes(estimate)));
   }
 
-  std::vector<std::string> drive_paths;
-  for (uint32_t d = 0; d < cfg.drives; ++d) drive_paths.push_back((fs::path(workdir) / fmt::format("drive{}.img", d)).string());
+  std::vector<std::string> drive_paths = devices;
+  if (devices.empty()) {
+    for (uint32_t d = 0; d < cfg.drives; ++d) drive_paths.push_back((fs::path(workdir) / fmt::format("drive{}.img", d)).string());
+  }
   const std::string meta_dir = (fs::path(workdir) / "meta").string();
   {
     FormatOptions fo;
@@ -925,9 +959,11 @@ int main(int argc, char** argv) {
   fio.workdir = workdir;
 
   const std::string backing_text =
-      fmt::format("{}{}", backing.fs_type, backing.source.empty() || backing.source == backing.fs_type
-                                               ? std::string()
-                                               : " on " + backing.source);
+      !devices.empty()
+          ? fmt::format("block devices {}", fmt::join(devices, ","))
+          : fmt::format("{}{}", backing.fs_type, backing.source.empty() || backing.source == backing.fs_type
+                                                     ? std::string()
+                                                     : " on " + backing.source);
   fmt::print(stderr, "stripe_bench: {} drives of {} in {} ({}), O_DIRECT {}\n", cfg.drives, Bytes(drive_size), workdir,
              backing_text, backing.o_direct ? "accepted" : "refused (buffered)");
 
@@ -1115,7 +1151,8 @@ int main(int argc, char** argv) {
                  c["store_cpu_s_per_gb_median"].get<double>(), c["load_cpu_s_per_gb_median"].get<double>());
     }
   }
-  fmt::print("\ndrive files took {} at their peak; {} measurements in {:.0f} s\n", Bytes(used), items.size(), elapsed);
+  const std::string peak = devices.empty() ? fmt::format("drive files took {} at their peak; ", Bytes(used)) : "";
+  fmt::print("\n{}{} measurements in {:.0f} s\n", peak, items.size(), elapsed);
 
   if (!json_path.empty()) {
     json jfio = json::object();

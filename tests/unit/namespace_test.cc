@@ -742,7 +742,7 @@ TEST_P(NamespaceTest, ReservedEntriesAreStoredByABatchOrByAdd) {
 
 // A batch that stores new entries writes their directory's record; a
 // mkdir in that directory meanwhile must not lose its link count to it.
-TEST_P(NamespaceTest, BatchesOfNewEntriesAndMkdirsInOneDirectoryLoseNoLink) {
+TEST_P(NamespaceTest, ConcurrentBatchesOfNewEntriesAndMkdirsLoseNoLink) {
   const uint64_t dir = MakeDir(kRootIno, "d").ino;
   constexpr int kBatches = 100, kPerBatch = 8, kDirs = 200;
   NewInode file;

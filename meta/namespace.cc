@@ -135,12 +135,16 @@ Result<InodeRecord> Namespace::lookup(uint64_t parent, std::string_view name) {
   return load(e->ino);
 }
 
-Result<NewEntry> Namespace::reserve_locked(uint64_t parent, std::string_view name, NewInode n) {
+Result<InodeRecord> Namespace::dir_for_new(uint64_t parent, std::string_view name) {
   SFS_RETURN_IF_ERROR(CheckName(name));
   SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(parent));
   if (dir.nlink == 0) return Status::NotFound("directory was removed");
   SFS_ASSIGN_OR_RETURN(auto existing, find(parent, name));
   if (existing) return Status::Exists("entry exists");
+  return dir;
+}
+
+Result<NewEntry> Namespace::new_entry(uint64_t parent, std::string_view name, NewInode n) {
   // The stored counter is a bound, raised a batch at a time: most creates
   // then write no counter at all. A crash only leaves numbers unused.
   if (next_ino_ + 1 > ino_bound_) {
@@ -185,32 +189,31 @@ void Namespace::add_entry(Transaction* txn, const NewEntry& e, InodeRecord* dir,
   dir->mtime_ns = dir->ctime_ns = std::max(dir->mtime_ns, now);
 }
 
+Status Namespace::store_entry(const NewEntry& e, InodeRecord dir, int64_t now) {
+  Transaction txn;
+  add_entry(&txn, e, &dir, now);
+  put_inode(&txn, dir);
+  return commit(&txn, {e.record, dir});
+}
+
 Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, const NewInode& n) {
   ChangeLock lock(this);
-  SFS_ASSIGN_OR_RETURN(NewEntry e, reserve_locked(parent, name, n));
-  SFS_ASSIGN_OR_RETURN(InodeRecord dir, load(parent));
-  Transaction txn;
-  add_entry(&txn, e, &dir, e.record.ctime_ns);
-  put_inode(&txn, dir);
-  SFS_RETURN_IF_ERROR(commit(&txn, {e.record, dir}));
+  SFS_ASSIGN_OR_RETURN(InodeRecord dir, dir_for_new(parent, name));
+  SFS_ASSIGN_OR_RETURN(NewEntry e, new_entry(parent, name, n));
+  SFS_RETURN_IF_ERROR(store_entry(e, std::move(dir), e.record.ctime_ns));
   return std::move(e.record);
 }
 
 Result<NewEntry> Namespace::reserve(uint64_t parent, std::string_view name, NewInode n) {
   std::lock_guard lock(mu_);
-  return reserve_locked(parent, name, std::move(n));
+  SFS_RETURN_IF_ERROR(dir_for_new(parent, name).status());
+  return new_entry(parent, name, std::move(n));
 }
 
 Result<InodeRecord> Namespace::add(const NewEntry& e) {
   ChangeLock lock(this);
-  SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(e.parent));
-  if (dir.nlink == 0) return Status::NotFound("directory was removed");
-  SFS_ASSIGN_OR_RETURN(auto existing, find(e.parent, e.name));
-  if (existing) return Status::Exists("entry exists");
-  Transaction txn;
-  add_entry(&txn, e, &dir, NowNs());
-  put_inode(&txn, dir);
-  SFS_RETURN_IF_ERROR(commit(&txn, {e.record, dir}));
+  SFS_ASSIGN_OR_RETURN(InodeRecord dir, dir_for_new(e.parent, e.name));
+  SFS_RETURN_IF_ERROR(store_entry(e, std::move(dir), NowNs()));
   return e.record;
 }
 

@@ -137,10 +137,15 @@ class Namespace {
   Result<InodeRecord> load_dir(uint64_t ino);     // REQUIRES: mu_ held
   Result<std::optional<DirEntry>> find(uint64_t parent, std::string_view name);  // REQUIRES: mu_ held
   Result<bool> is_empty_dir(uint64_t ino);        // REQUIRES: mu_ held
-  // reserve() and its checks. REQUIRES: mu_ held.
-  Result<NewEntry> reserve_locked(uint64_t parent, std::string_view name, NewInode n);
+  // The directory parent, once name passes the checks of every new entry
+  // (a valid name, a directory not removed, no entry of that name). REQUIRES: mu_ held.
+  Result<InodeRecord> dir_for_new(uint64_t parent, std::string_view name);
+  // The record of a new entry, its inode number taken. REQUIRES: mu_ held.
+  Result<NewEntry> new_entry(uint64_t parent, std::string_view name, NewInode n);
   // Adds e's records to txn, and to dir its new link and times. REQUIRES: mu_ held.
   void add_entry(Transaction* txn, const NewEntry& e, InodeRecord* dir, int64_t now);
+  // Commits e with its directory dir, as one batch. REQUIRES: write_mu_ and mu_ held.
+  Status store_entry(const NewEntry& e, InodeRecord dir, int64_t now);
   // Commits txn and, on success, installs the changed inodes in the cache.
   Status commit(Transaction* txn, const std::vector<InodeRecord>& changed, bool sync = false);  // REQUIRES: mu_ held
   void put_inode(Transaction* txn, const InodeRecord& r);

@@ -166,10 +166,9 @@ class ObjectPoolImpl final : public ObjectPool {
     std::shared_ptr<ObjectStore::Object> obj;
   };
 
-  // The inode a name or URI stands for; names are remembered (forget() on remove).
-  Result<Named> resolve(std::string_view given) {
-    std::string storage;
-    const std::string_view name = Canonical(given, &storage);
+  // The inode a name (as Canonical() spells it) or URI stands for; names are
+  // remembered (forget() on remove).
+  Result<Named> resolve(std::string_view name) {
     if (name.starts_with(uri_prefix_)) {
       std::string_view hex = name.substr(uri_prefix_.size());
       uint64_t ino = 0;

@@ -7,7 +7,7 @@
 // of at most 10,000 entries under the root, and chunk records with one replica
 // each, at non-overlapping offsets, round-robin over the drives, each with its
 // 1024 block checksums (meta::PutChunk: the placement record 'C' and the
-// checksum record 'K'). Then it times Pool::Open(kMount) + destruction a few
+// checksum pages 'K'). Then it times Pool::Open(kMount) + destruction a few
 // times, runs the fsck logic once, and removes the temp dir (--keep keeps it).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -137,7 +137,7 @@ void Populate(const std::string& meta_dir, uint64_t records) {
       for (size_t b = 0; b < chunk.crcs.size(); ++b) {
         chunk.crcs[b] = static_cast<uint32_t>(SplitMix64(global_chunk * chunk.crcs.size() + b));
       }
-      meta::PutChunk(&txn, file.ino, c, chunk);  // the placement record and its checksum record
+      meta::PutChunk(&txn, file.ino, c, meta::ChunkRecord{}, chunk);  // placement and checksum pages
       ++in_batch;
     }
     flush(false);

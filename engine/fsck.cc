@@ -123,11 +123,14 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
       return true;
     }
     chunk_keys.emplace(ino, index);
-    std::string sums;
-    if (!kv_->get(meta::ChecksumKey(ino, index), &sums).ok()) {
-      problem(where + ": has no checksum record");
-    } else if (!meta::DecodeChecksums(sums, &rec.value()).ok()) {
-      problem(where + ": checksum record cannot be decoded or does not match its length");
+    meta::ChecksumLoader checksums;
+    Status sums = kv_->scan(meta::ChecksumKey(ino, index), [&](std::string_view k, std::string_view v) {
+      return checksums.add(k, v, &rec.value()).ok();
+    });
+    if (!sums.ok()) {
+      problem(fmt::format("{}: checksum records cannot be read: {}", where, sums.message()));
+    } else if (!checksums.complete(index, rec.value())) {
+      problem(where + ": checksum records are missing, cannot be decoded or do not match its length");
     }
     auto it = inodes.find(ino);
     if (it == inodes.end() || !S_ISREG(it->second.mode)) {

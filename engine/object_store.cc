@@ -112,17 +112,18 @@ Result<std::map<uint64_t, ChunkRecord>> ObjectStore::load_chunks(uint64_t ino) {
     return true;
   }));
   SFS_RETURN_IF_ERROR(bad);
-  size_t with_checksums = 0;
+  meta::ChecksumLoader checksums;
   SFS_RETURN_IF_ERROR(kv_->scan(meta::ChecksumPrefix(ino), [&](std::string_view k, std::string_view v) {
     auto it = chunks.find(meta::ChunkIndexFromKey(k));
     if (it == chunks.end()) return true;  // fsck reports strays; reads do not need them
-    bad = meta::DecodeChecksums(v, &it->second);
-    ++with_checksums;
+    bad = checksums.add(k, v, &it->second);
     return bad.ok();
   }));
   SFS_RETURN_IF_ERROR(bad);
-  if (with_checksums != chunks.size()) {
-    return Status::Corruption(fmt::format("inode {}: a chunk record has no checksums", ino));
+  for (const auto& [index, rec] : chunks) {
+    if (!checksums.complete(index, rec)) {
+      return Status::Corruption(fmt::format("inode {}: chunk {} lacks checksums", ino, index));
+    }
   }
   return chunks;
 }
@@ -610,7 +611,8 @@ Status ObjectStore::stage(StagedWrite& w, const char* data) {
       if (!p.relocated) pending.pending.emplace_back(b, p.after.crcs[b]);
     }
     if (pending.pending.size() > p.before.pending.size()) {
-      intent.put(meta::ChecksumKey(obj.ino, p.piece.index), meta::EncodeChecksums(pending));
+      meta::PutChecksums(&intent, obj.ino, p.piece.index, p.before, pending);
+      pending.whole_checksum_record = false;  // stored as pages now
       w.intents.emplace(p.piece.index, std::move(pending));
     }
   }
@@ -659,13 +661,23 @@ void ObjectStore::add_records(StagedWrite& w, InodeRecord& r, Transaction* txn, 
   int64_t footprint_delta = 0;
   if (w.replace) {  // every old chunk goes: its record now unless rewritten below, its space after the next sync
     for (const auto& [index, rec] : obj.chunks) {
-      if (index >= w.plans.size()) meta::DeleteChunk(txn, obj.ino, index);  // plans cover chunks 0..n-1
+      if (index >= w.plans.size()) meta::DeleteChunk(txn, obj.ino, index, rec);  // plans cover chunks 0..n-1
       footprint_delta -= static_cast<int64_t>(Footprint(rec));
       for (const Extent& e : rec.replicas) w.freed.push_back({e, rec.capacity});
     }
   }
-  for (const StagedWrite::Plan& p : w.plans) {
-    meta::PutChunk(txn, obj.ino, p.piece.index, p.after);
+  static const ChunkRecord kNothing;
+  for (StagedWrite::Plan& p : w.plans) {
+    // What the metadata holds for the chunk now: the intent, else the chunk
+    // as it was (for a replace, the old object's), else nothing.
+    const ChunkRecord* stored = &kNothing;
+    if (auto it = w.intents.find(p.piece.index); it != w.intents.end()) {
+      stored = &it->second;
+    } else if (auto old = obj.chunks.find(p.piece.index); old != obj.chunks.end()) {
+      stored = &old->second;
+    }
+    meta::PutChunk(txn, obj.ino, p.piece.index, *stored, p.after);
+    p.after.whole_checksum_record = false;
     footprint_delta += static_cast<int64_t>(Footprint(p.after)) - static_cast<int64_t>(Footprint(p.before));
     if (p.relocated && p.existed) {
       for (const Extent& e : p.before.replicas) w.freed.push_back({e, p.before.capacity});
@@ -705,7 +717,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
     const auto& [index, rec] = *it;
     uint64_t chunk_start = index * obj.chunk_size;
     if (chunk_start >= size) {
-      meta::DeleteChunk(&txn, obj.ino, index);
+      meta::DeleteChunk(&txn, obj.ino, index, rec);
       for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
       footprint_delta -= static_cast<int64_t>(Footprint(rec));
       dropped.push_back(index);
@@ -720,7 +732,8 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
       }
       std::erase_if(freed, [](const Freed& f) { return f.len == 0; });
       footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
-      meta::PutChunk(&txn, obj.ino, index, after);
+      meta::PutChunk(&txn, obj.ino, index, rec, after);
+      after.whole_checksum_record = false;
       cut[index] = std::move(after);
     }
   }
@@ -769,7 +782,7 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
       const uint64_t start = index * obj.chunk_size, data_end = start + rec.length;
       if (start >= end || start + obj.chunk_size <= offset) continue;
       if (start >= offset && start + obj.chunk_size <= end) {
-        meta::DeleteChunk(&txn, obj.ino, index);
+        meta::DeleteChunk(&txn, obj.ino, index, rec);
         for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
         footprint_delta -= static_cast<int64_t>(Footprint(rec));
         dropped.push_back(index);
@@ -892,7 +905,7 @@ Status ObjectStore::reclaim(uint64_t ino) {
   Transaction txn;
   std::vector<Freed> freed;
   for (const auto& [index, rec] : chunks) {
-    meta::DeleteChunk(&txn, ino, index);
+    meta::DeleteChunk(&txn, ino, index, rec);
     for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
   }
   SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));

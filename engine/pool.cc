@@ -406,10 +406,12 @@ Status Pool::drop_ram_files() {
   // Their chunks named memory of the last mount: records go, no space is given back.
   for (uint64_t ino : inos) {
     meta::Transaction txn;
-    SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefix(ino), [&](std::string_view k, std::string_view) {
-      meta::DeleteChunk(&txn, ino, meta::ChunkIndexFromKey(k));
-      return true;
-    }));
+    for (const std::string& prefix : {meta::ChunkPrefix(ino), meta::ChecksumPrefix(ino)}) {
+      SFS_RETURN_IF_ERROR(kv_->scan(prefix, [&](std::string_view k, std::string_view) {
+        txn.del(std::string(k));
+        return true;
+      }));
+    }
     SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
   }
   spdlog::info("{} files of ram directories were dropped: their data lived in memory until the last unmount",

@@ -4,6 +4,7 @@
 
 #include "meta/kv_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -68,6 +69,7 @@ class Reader {
 };
 
 constexpr uint8_t kRecordVersion = 1;
+constexpr size_t kChunkKeySize = 17;  // tag, ino, chunk index
 
 Status Bad(const char* what) { return Status::Corruption(std::string("undecodable ") + what + " record"); }
 
@@ -102,6 +104,11 @@ std::string ChunkPrefixAll() { return "C"; }
 std::string ChecksumKey(uint64_t ino, uint64_t index) {
   std::string k = KeyWithIno('K', ino);
   PutBE(&k, index);
+  return k;
+}
+std::string ChecksumPageKey(uint64_t ino, uint64_t index, uint32_t page) {
+  std::string k = ChecksumKey(ino, index);
+  for (int i = 3; i >= 0; --i) k.push_back(static_cast<char>((page >> (i * 8)) & 0xff));
   return k;
 }
 std::string ChecksumPrefix(uint64_t ino) { return KeyWithIno('K', ino); }
@@ -255,43 +262,137 @@ Result<ChunkRecord> DecodeChunk(std::string_view bytes) {
   return c;
 }
 
-std::string EncodeChecksums(const ChunkRecord& c) {
+namespace {
+
+// Checksums of blocks [first, last) and the pending ones among them.
+std::string EncodeChecksumRange(const ChunkRecord& c, uint32_t first, uint32_t last) {
   Writer w(kRecordVersion);
-  w.fixed(static_cast<uint32_t>(c.crcs.size()));
-  for (uint32_t crc : c.crcs) w.fixed(crc);
-  w.fixed(static_cast<uint32_t>(c.pending.size()));
+  w.fixed(last - first);
+  for (uint32_t b = first; b < last; ++b) w.fixed(c.crcs[b]);
+  uint32_t pending = 0;
+  for (const auto& e : c.pending) pending += e.first >= first && e.first < last;
+  w.fixed(pending);
   for (const auto& [b, crc] : c.pending) {
+    if (b < first || b >= last) continue;
     w.fixed(b);
     w.fixed(crc);
   }
   return w.take();
 }
 
-Status DecodeChecksums(std::string_view bytes, ChunkRecord* c) {
+// Fills crcs [first, last) of c (sized already) and appends the pending ones,
+// which a page must hold for its own blocks only (a whole-chunk record was
+// never checked for that).
+Status DecodeChecksumRange(std::string_view bytes, uint32_t first, uint32_t last, bool page, ChunkRecord* c) {
   Reader r(bytes);
   uint32_t n;
-  if (!r.version(kRecordVersion) || !r.fixed(&n) || n != c->blocks()) return Bad("chunk checksum");
-  c->crcs.resize(n);
-  for (auto& crc : c->crcs) {
-    if (!r.fixed(&crc)) return Bad("chunk checksum");
+  if (!r.version(kRecordVersion) || !r.fixed(&n) || n != last - first) return Bad("chunk checksum");
+  for (uint32_t b = first; b < last; ++b) {
+    if (!r.fixed(&c->crcs[b])) return Bad("chunk checksum");
   }
   if (!r.fixed(&n)) return Bad("chunk checksum");
-  c->pending.resize(n);
-  for (auto& [b, crc] : c->pending) {
-    if (!r.fixed(&b) || !r.fixed(&crc)) return Bad("chunk checksum");
+  for (uint32_t i = 0; i < n; ++i) {
+    std::pair<uint32_t, uint32_t> e;
+    if (!r.fixed(&e.first) || !r.fixed(&e.second) || (page && (e.first < first || e.first >= last))) {
+      return Bad("chunk checksum");
+    }
+    c->pending.push_back(e);
   }
   if (!r.done()) return Bad("chunk checksum");
   return Status::OK();
 }
 
-void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& r) {
-  txn->put(ChunkKey(ino, index), EncodeChunk(r));
-  txn->put(ChecksumKey(ino, index), EncodeChecksums(r));
+uint32_t PageStart(uint32_t page) { return page * kChecksumPageBlocks; }
+uint32_t PageEnd(const ChunkRecord& c, uint32_t page) { return std::min(c.blocks(), PageStart(page + 1)); }
+
+bool SamePage(const ChunkRecord& a, const ChunkRecord& b, uint32_t page) {
+  const uint32_t first = PageStart(page), last = PageEnd(a, page);
+  if (last != PageEnd(b, page) || a.crcs.size() < last || b.crcs.size() < last ||
+      !std::equal(a.crcs.begin() + first, a.crcs.begin() + last, b.crcs.begin() + first)) {
+    return false;
+  }
+  auto in_page = [&](const auto& e) { return e.first >= first && e.first < last; };
+  auto x = a.pending.begin(), y = b.pending.begin();
+  for (;; ++x, ++y) {
+    x = std::find_if(x, a.pending.end(), in_page);
+    y = std::find_if(y, b.pending.end(), in_page);
+    if (x == a.pending.end() || y == b.pending.end()) return x == a.pending.end() && y == b.pending.end();
+    if (*x != *y) return false;
+  }
 }
 
-void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index) {
+}  // namespace
+
+std::string EncodeChecksums(const ChunkRecord& c) {
+  return EncodeChecksumRange(c, 0, static_cast<uint32_t>(c.crcs.size()));
+}
+
+Status DecodeChecksums(std::string_view bytes, ChunkRecord* c) {
+  c->crcs.assign(c->blocks(), 0);
+  c->pending.clear();
+  return DecodeChecksumRange(bytes, 0, c->blocks(), false, c);
+}
+
+std::string EncodeChecksumPage(const ChunkRecord& c, uint32_t page) {
+  return EncodeChecksumRange(c, PageStart(page), PageEnd(c, page));
+}
+
+Status ChecksumLoader::add(std::string_view key, std::string_view value, ChunkRecord* rec) {
+  uint32_t& records = records_[ChunkIndexFromKey(key)];
+  Status s;
+  if (key.size() == kChunkKeySize) {  // a whole-chunk record
+    rec->whole_checksum_record = true;
+    ++records;
+    s = DecodeChecksums(value, rec);
+  } else if (key.size() != kChunkKeySize + 4) {
+    s = Bad("chunk checksum key");
+  } else {
+    uint32_t page = 0;
+    for (char ch : key.substr(kChunkKeySize)) page = page << 8 | static_cast<uint8_t>(ch);
+    if (page >= rec->checksum_pages()) {
+      s = Status::Corruption("a chunk checksum page lies past the chunk's length");
+    } else {
+      if (records++ == 0) rec->crcs.assign(rec->blocks(), 0);
+      s = DecodeChecksumRange(value, PageStart(page), PageEnd(*rec, page), true, rec);
+    }
+  }
+  failed_ = failed_ || !s.ok();
+  return s;
+}
+
+bool ChecksumLoader::complete(uint64_t index, const ChunkRecord& rec) const {
+  if (failed_) return false;
+  auto it = records_.find(index);
+  const uint32_t records = it == records_.end() ? 0 : it->second;
+  return rec.whole_checksum_record ? records == 1 : records == rec.checksum_pages();
+}
+
+void PutChecksums(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r) {
+  if (stored.whole_checksum_record) txn->del(ChecksumKey(ino, index));  // replaced by pages
+  for (uint32_t page = 0; page < r.checksum_pages(); ++page) {
+    if (stored.whole_checksum_record || page >= stored.checksum_pages() || !SamePage(stored, r, page)) {
+      txn->put(ChecksumPageKey(ino, index, page), EncodeChecksumPage(r, page));
+    }
+  }
+  if (!stored.whole_checksum_record) {
+    for (uint32_t page = r.checksum_pages(); page < stored.checksum_pages(); ++page) {
+      txn->del(ChecksumPageKey(ino, index, page));
+    }
+  }
+}
+
+void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r) {
+  txn->put(ChunkKey(ino, index), EncodeChunk(r));
+  PutChecksums(txn, ino, index, stored, r);
+}
+
+void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored) {
   txn->del(ChunkKey(ino, index));
-  txn->del(ChecksumKey(ino, index));
+  if (stored.whole_checksum_record) {
+    txn->del(ChecksumKey(ino, index));
+    return;
+  }
+  for (uint32_t page = 0; page < stored.checksum_pages(); ++page) txn->del(ChecksumPageKey(ino, index, page));
 }
 
 }  // namespace stripefs::meta

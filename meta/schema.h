@@ -6,14 +6,18 @@
 //   'I' ino                      -> InodeRecord
 //   'D' parent name              -> DirEntry
 //   'C' ino chunk_index          -> ChunkRecord placement: length, capacity, replicas
-//   'K' ino chunk_index          -> ChunkRecord checksums: crcs, pending
-// (split so a mount, which rebuilds the allocators, reads only the small placement half)
+//   'K' ino chunk_index page     -> ChunkRecord checksums of one page of blocks: crcs, pending
+// (split so a mount, which rebuilds the allocators, reads only the small placement half;
+// in pages so an overwrite of a few blocks stores a few hundred bytes, not the whole
+// chunk's checksums. Pools written before pages hold one 'K' ino chunk_index record
+// per chunk; it is read as it is and replaced by pages when the chunk is next stored.)
 //   'X' ino name                 -> xattr value (raw bytes)
 //   'O' ino                      -> orphan: nlink reached 0; reclaim at next mount
 // Every record value starts with a format-version byte.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +29,7 @@ namespace stripefs::meta {
 inline constexpr uint64_t kRootIno = 1;
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint32_t kBlockSize = 4096;  // checksum and allocation unit
+inline constexpr uint32_t kChecksumPageBlocks = 64;  // blocks per checksum record
 
 struct SegmentConfig {
   uint32_t id = 0;
@@ -93,8 +98,11 @@ struct ChunkRecord {
   // recorded before the data is written, so a crash mid-write leaves a block
   // that matches either the old or the new checksum.
   std::vector<std::pair<uint32_t, uint32_t>> pending;  // (block, crc)
+  // Loaded from one whole-chunk checksum record (pools written before pages).
+  bool whole_checksum_record = false;
 
   uint32_t blocks() const { return (length + kBlockSize - 1) / kBlockSize; }
+  uint32_t checksum_pages() const { return (blocks() + kChecksumPageBlocks - 1) / kChecksumPageBlocks; }
   bool block_matches(uint32_t block, uint32_t crc) const;
 };
 
@@ -106,7 +114,9 @@ std::string DirPrefix(uint64_t parent);
 std::string ChunkKey(uint64_t ino, uint64_t index);
 std::string ChunkPrefix(uint64_t ino);
 std::string ChunkPrefixAll();
+// A chunk's whole-chunk checksum record; also the prefix of its pages.
 std::string ChecksumKey(uint64_t ino, uint64_t index);
+std::string ChecksumPageKey(uint64_t ino, uint64_t index, uint32_t page);
 std::string ChecksumPrefix(uint64_t ino);
 std::string ChecksumPrefixAll();
 std::string XattrKey(uint64_t ino, std::string_view name);
@@ -139,13 +149,35 @@ Result<DirEntry> DecodeDirEntry(std::string_view bytes);
 // The placement half of a chunk record (crcs and pending are not part of it).
 std::string EncodeChunk(const ChunkRecord& r);
 Result<ChunkRecord> DecodeChunk(std::string_view bytes);
-// The checksum half; decoding fills rec's crcs and pending and checks the count against rec's length.
+// The checksum half as one whole-chunk record (the format before pages);
+// decoding fills rec's crcs and pending and checks the count against rec's length.
 std::string EncodeChecksums(const ChunkRecord& r);
 Status DecodeChecksums(std::string_view bytes, ChunkRecord* rec);
+// One page of the checksum half: blocks [page * kChecksumPageBlocks, ...) of rec.
+std::string EncodeChecksumPage(const ChunkRecord& r, uint32_t page);
 
-// Both halves of a chunk record into (or out of) one transaction.
+// Builds the checksum halves of one inode's chunk records from the records
+// under their ChecksumKey (a whole-chunk record or pages), fed in any order.
+class ChecksumLoader {
+ public:
+  // key, value: a record whose key starts with ChecksumKey(ino, index) of
+  // rec; rec: that chunk, its placement half decoded.
+  Status add(std::string_view key, std::string_view value, ChunkRecord* rec);
+  // Whether rec got every checksum it needs (and nothing else) from add(),
+  // and every add() succeeded.
+  bool complete(uint64_t index, const ChunkRecord& rec) const;
+
+ private:
+  std::map<uint64_t, uint32_t> records_;  // chunk index -> records added
+  bool failed_ = false;
+};
+
+// A chunk's records into (or out of) one transaction. stored: what the
+// metadata holds for the chunk now (a default record if nothing); r: what it
+// is to hold. Only the checksum pages that change are written.
 class Transaction;
-void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& r);
-void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index);
+void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r);
+void PutChecksums(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r);
+void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored);
 
 }  // namespace stripefs::meta

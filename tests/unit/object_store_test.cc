@@ -345,6 +345,56 @@ TEST_F(ObjectStoreTest, OverwriteInPlace) {
   EXPECT_TRUE(SameBytes(Read(*obj2, 0, m.bytes.size()), m.bytes));
 }
 
+// Pools written before checksum pages hold one checksum record per chunk:
+// such a file reads back, takes an overwrite and a truncate, and every chunk
+// it stores again is stored in pages; the others stay as they were.
+TEST_F(ObjectStoreTest, ChunksWithWholeChecksumRecordsReadAndMoveToPages) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  Model m;
+  std::string d = Pattern(3 * kChunk, 4);
+  ASSERT_TRUE(Write(*obj, 0, d).ok());
+  m.write(0, d);
+  meta::Transaction old_format;
+  for (const auto& [index, rec] : Chunks(f.ino)) {
+    for (uint32_t page = 0; page < rec.checksum_pages(); ++page) old_format.del(meta::ChecksumPageKey(f.ino, index, page));
+    old_format.put(meta::ChecksumKey(f.ino, index), meta::EncodeChecksums(rec));
+  }
+  ASSERT_TRUE(kv_->commit(old_format, false).ok());
+  auto checksum_keys = [&] {
+    std::vector<std::string> keys;
+    EXPECT_TRUE(kv_->scan(meta::ChecksumPrefix(f.ino), [&](std::string_view k, std::string_view) {
+                      keys.emplace_back(k);
+                      return true;
+                    }).ok());
+    return keys;
+  };
+  ASSERT_EQ(checksum_keys().size(), 3u);
+  NewStore();
+  obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+  std::string o = Pattern(kBlock, 5);
+  ASSERT_TRUE(Write(*obj, kChunk + 8 * kBlock, o).ok());  // in place, in chunk 1
+  m.write(kChunk + 8 * kBlock, o);
+  ASSERT_TRUE(store_->truncate(*obj, 2 * kChunk + 100 * kBlock, meta::NowNs()).ok());  // cuts chunk 2
+  m.bytes.resize(2 * kChunk + 100 * kBlock);
+  const uint32_t pages = kChunk / kBlock / meta::kChecksumPageBlocks;
+  std::vector<std::string> want = {meta::ChecksumKey(f.ino, 0)};  // untouched
+  for (uint32_t page = 0; page < pages; ++page) want.push_back(meta::ChecksumPageKey(f.ino, 1, page));
+  for (uint32_t page = 0; page < 100 / meta::kChecksumPageBlocks + 1; ++page) {
+    want.push_back(meta::ChecksumPageKey(f.ino, 2, page));
+  }
+  EXPECT_EQ(checksum_keys(), want);
+  NewStore();
+  obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
+  ASSERT_TRUE(store_->truncate(*obj, 0, meta::NowNs()).ok());
+  EXPECT_TRUE(checksum_keys().empty());
+}
+
 TEST_F(ObjectStoreTest, SparseWriteFarOut) {
   InodeRecord f = NewFile("f");
   auto obj = Obj(f);

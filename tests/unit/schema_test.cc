@@ -1,6 +1,8 @@
 // Metadata schema: record encodings and key layout.
 #include "meta/schema.h"
 
+#include "meta/kv_store.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -194,6 +196,182 @@ TEST(SchemaTest, ChunkDecodeRejectsCrcCountDisagreeingWithLength) {
   auto d = RoundTripChunk(c);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), Code::kCorruption);
+}
+
+// Checksum pages: a chunk's checksums stored in pages of kChecksumPageBlocks
+// blocks; a store writes only the pages that change.
+class ChecksumPagesTest : public testing::Test {
+ protected:
+  static constexpr uint64_t kIno = 9, kIndex = 3;
+
+  static ChunkRecord Chunk(uint32_t blocks) {
+    ChunkRecord c;
+    c.length = blocks * kBlockSize;
+    c.capacity = 4u << 20;
+    c.replicas = {{1, 8192}};
+    for (uint32_t b = 0; b < blocks; ++b) c.crcs.push_back(0x1000 + b);
+    return c;
+  }
+
+  // The chunk as the store holds it: placement half plus every record under its ChecksumKey.
+  Result<ChunkRecord> Load() {
+    std::string placement;
+    SFS_RETURN_IF_ERROR(kv_->get(ChunkKey(kIno, kIndex), &placement));
+    SFS_ASSIGN_OR_RETURN(ChunkRecord rec, DecodeChunk(placement));
+    ChecksumLoader loader;
+    Status bad;
+    SFS_RETURN_IF_ERROR(kv_->scan(ChecksumKey(kIno, kIndex), [&](std::string_view k, std::string_view v) {
+      bad = loader.add(k, v, &rec);
+      return bad.ok();
+    }));
+    SFS_RETURN_IF_ERROR(bad);
+    if (!loader.complete(kIndex, rec)) return Status::Corruption("incomplete");
+    return rec;
+  }
+
+  std::vector<std::string> ChecksumKeys() {
+    std::vector<std::string> keys;
+    EXPECT_TRUE(kv_->scan(ChecksumKey(kIno, kIndex), [&](std::string_view k, std::string_view) {
+                      keys.emplace_back(k);
+                      return true;
+                    }).ok());
+    return keys;
+  }
+
+  void Commit(const Transaction& txn) { ASSERT_TRUE(kv_->commit(txn, false).ok()); }
+
+  std::unique_ptr<KvStore> kv_ = NewMemKvStore();
+};
+
+TEST_F(ChecksumPagesTest, AChunkIsStoredInPagesAndLoadsBack) {
+  ChunkRecord c = Chunk(200);  // pages of 64, 64, 64 and 8 blocks
+  c.pending = {{70, 0xabc}, {199, 0xdef}};
+  Transaction txn;
+  PutChunk(&txn, kIno, kIndex, ChunkRecord{}, c);
+  Commit(txn);
+  EXPECT_EQ(ChecksumKeys(), (std::vector<std::string>{ChecksumPageKey(kIno, kIndex, 0), ChecksumPageKey(kIno, kIndex, 1),
+                                                      ChecksumPageKey(kIno, kIndex, 2), ChecksumPageKey(kIno, kIndex, 3)}));
+  auto back = Load();
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ExpectSameChunk(back.value(), c);
+  EXPECT_FALSE(back->whole_checksum_record);
+}
+
+TEST_F(ChecksumPagesTest, AnOverwriteStoresOnlyThePageItTouches) {
+  ChunkRecord stored = Chunk(1024);  // a whole 4 MiB chunk
+  Transaction first;
+  PutChunk(&first, kIno, kIndex, ChunkRecord{}, stored);
+  Commit(first);
+  // The intent of a one-block overwrite: one page, a few hundred bytes.
+  ChunkRecord intent = stored;
+  intent.pending.emplace_back(700, 0x5555);
+  Transaction txn;
+  PutChecksums(&txn, kIno, kIndex, stored, intent);
+  ASSERT_EQ(txn.ops().size(), 1u);
+  EXPECT_EQ(txn.ops()[0].key, ChecksumPageKey(kIno, kIndex, 700 / kChecksumPageBlocks));
+  EXPECT_LT(txn.ops()[0].value.size(), 300u);
+  Commit(txn);
+  // The record after the write: the placement half and that page again.
+  ChunkRecord after = stored;
+  after.crcs[700] = 0x5555;
+  Transaction done;
+  PutChunk(&done, kIno, kIndex, intent, after);
+  ASSERT_EQ(done.ops().size(), 2u);
+  EXPECT_EQ(done.ops()[0].key, ChunkKey(kIno, kIndex));
+  EXPECT_EQ(done.ops()[1].key, ChecksumPageKey(kIno, kIndex, 700 / kChecksumPageBlocks));
+  Commit(done);
+  auto back = Load();
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ExpectSameChunk(back.value(), after);
+  // Nothing changed, nothing but the placement half written.
+  Transaction same;
+  PutChunk(&same, kIno, kIndex, after, after);
+  EXPECT_EQ(same.ops().size(), 1u);
+}
+
+TEST_F(ChecksumPagesTest, AShorterChunkDropsItsLastPages) {
+  ChunkRecord stored = Chunk(200);
+  Transaction first;
+  PutChunk(&first, kIno, kIndex, ChunkRecord{}, stored);
+  Commit(first);
+  ChunkRecord cut = Chunk(10);
+  Transaction txn;
+  PutChunk(&txn, kIno, kIndex, stored, cut);
+  Commit(txn);
+  EXPECT_EQ(ChecksumKeys(), std::vector<std::string>{ChecksumPageKey(kIno, kIndex, 0)});
+  auto back = Load();
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ExpectSameChunk(back.value(), cut);
+  Transaction gone;
+  DeleteChunk(&gone, kIno, kIndex, cut);
+  Commit(gone);
+  EXPECT_TRUE(ChecksumKeys().empty());
+  std::string ignored;
+  EXPECT_EQ(kv_->get(ChunkKey(kIno, kIndex), &ignored).code(), Code::kNotFound);
+}
+
+TEST_F(ChecksumPagesTest, AWholeChunkRecordIsReadAndReplacedByPagesWhenStored) {
+  // As pools written before pages hold it: one record for the whole chunk.
+  ChunkRecord old = Chunk(100);
+  old.pending = {{5, 0x77}};
+  Transaction legacy;
+  legacy.put(ChunkKey(kIno, kIndex), EncodeChunk(old));
+  legacy.put(ChecksumKey(kIno, kIndex), EncodeChecksums(old));
+  Commit(legacy);
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  ExpectSameChunk(loaded.value(), old);
+  ASSERT_TRUE(loaded->whole_checksum_record);
+  ChunkRecord after = loaded.value();
+  after.crcs[99] = 0x99;
+  Transaction txn;
+  PutChunk(&txn, kIno, kIndex, loaded.value(), after);
+  Commit(txn);
+  EXPECT_EQ(ChecksumKeys(), (std::vector<std::string>{ChecksumPageKey(kIno, kIndex, 0), ChecksumPageKey(kIno, kIndex, 1)}));
+  auto back = Load();
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ExpectSameChunk(back.value(), after);
+  EXPECT_FALSE(back->whole_checksum_record);
+  // A whole-chunk record is deleted as it is, too.
+  Commit(legacy);
+  Transaction gone;
+  DeleteChunk(&gone, kIno, kIndex, loaded.value());
+  gone.del(ChecksumPageKey(kIno, kIndex, 0));
+  gone.del(ChecksumPageKey(kIno, kIndex, 1));
+  Commit(gone);
+  EXPECT_TRUE(ChecksumKeys().empty());
+}
+
+TEST_F(ChecksumPagesTest, MissingStrayOrDamagedPagesAreCorruption) {
+  ChunkRecord c = Chunk(130);  // 3 pages
+  Transaction txn;
+  PutChunk(&txn, kIno, kIndex, ChunkRecord{}, c);
+  Commit(txn);
+  ASSERT_TRUE(Load().ok());
+  auto expect_corrupt = [&](const char* what) {
+    auto r = Load();
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), Code::kCorruption) << what;
+  };
+  Transaction missing;
+  missing.del(ChecksumPageKey(kIno, kIndex, 1));
+  Commit(missing);
+  expect_corrupt("a missing page");
+  Transaction back;
+  back.put(ChecksumPageKey(kIno, kIndex, 1), EncodeChecksumPage(c, 1));
+  back.put(ChecksumPageKey(kIno, kIndex, 3), EncodeChecksumPage(c, 2));
+  Commit(back);
+  expect_corrupt("a page past the chunk's length");
+  Transaction stray;
+  stray.del(ChecksumPageKey(kIno, kIndex, 3));
+  stray.put(ChecksumKey(kIno, kIndex), EncodeChecksums(c));
+  Commit(stray);
+  expect_corrupt("a whole-chunk record beside pages");
+  Transaction damaged;
+  damaged.del(ChecksumKey(kIno, kIndex));
+  damaged.put(ChecksumPageKey(kIno, kIndex, 2), EncodeChecksumPage(c, 1));  // 64 crcs where 2 belong
+  Commit(damaged);
+  expect_corrupt("a page of the wrong length");
 }
 
 TEST(SchemaTest, BlockMatchesAcceptsCommittedOrPendingCrc) {

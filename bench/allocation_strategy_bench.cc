@@ -217,7 +217,7 @@ class Run {
         obj.replicas = static_cast<uint8_t>(ext.size());
         obj.kind = kind;
         for (size_t i = 0; i < ext.size(); ++i) {
-          obj.offset[i] = ext[i].offset;
+          obj.offset[i] = ext[i].extents.front().offset;  // contiguous placement: one extent
           obj.segment[i] = static_cast<uint16_t>(ext[i].segment);
           requested_[ext[i].segment] += size_[kind];
         }
@@ -260,10 +260,10 @@ class Run {
       const LiveObject& obj = live_[i];
       scratch_.clear();
       for (uint8_t r = 0; r < obj.replicas; ++r) {
-        scratch_.push_back({obj.segment[r], obj.offset[r]});
+        scratch_.push_back({obj.segment[r], {{obj.offset[r], len_[obj.kind]}}});
         requested_[obj.segment[r]] -= size_[obj.kind];
       }
-      placer_->release(scratch_, len_[obj.kind]);
+      placer_->release(scratch_);
       live_[i] = live_.back();
       live_.pop_back();
     }
@@ -281,7 +281,7 @@ class Run {
   std::vector<uint64_t> requested_;  // per segment: requested bytes of live replicas
   uint64_t size_[2], len_[2];
   std::vector<LiveObject> live_;
-  std::vector<meta::Extent> scratch_;
+  std::vector<meta::Replica> scratch_;
   uint64_t next_object_ = 0;
   uint64_t peak_live_ = 0;
 };

@@ -165,7 +165,7 @@ void BM_Place(benchmark::State& state, std::string strategy_name) {
       state.SkipWithError("place failed");
       break;
     }
-    placer.release(placed.value(), kChunk);
+    placer.release(placed.value());
   }
   state.SetItemsProcessed(state.iterations());
 }

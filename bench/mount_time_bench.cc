@@ -132,7 +132,7 @@ void Populate(const std::string& meta_dir, uint64_t records) {
     uint64_t dir = first_dir + f / kDirEntriesMax;
     txn.put(meta::DirEntryKey(dir, fmt::format("f{:07}", f)), meta::EncodeDirEntry({file.ino, S_IFREG}));
     for (uint64_t c = 0; c < chunks; ++c, ++global_chunk) {
-      chunk.replicas[0] = {static_cast<uint32_t>(global_chunk % kDrives), (global_chunk / kDrives) * kChunk};
+      chunk.replicas[0] = {static_cast<uint32_t>(global_chunk % kDrives), {{(global_chunk / kDrives) * kChunk, kChunk}}};
       // Checksums of data we do not write: pseudo-random, so they compress like real ones.
       for (size_t b = 0; b < chunk.crcs.size(); ++b) {
         chunk.crcs[b] = static_cast<uint32_t>(SplitMix64(global_chunk * chunk.crcs.size() + b));

@@ -23,25 +23,22 @@ class BestFitAllocator final : public SegmentAllocator {
   Result<uint64_t> allocate(uint64_t len) override {
     if (len == 0 || len % unit_ != 0) return Status::Invalid("allocation length not a multiple of the unit");
     std::lock_guard lock(mu_);
-    auto best = by_len_.lower_bound({len, 0});
-    if (best == by_len_.end()) return Status::NoSpace("segment full");
-    auto [run_len, off] = *best;
-    auto run = by_off_.find(off);
-    if (run_len == len) {  // an exact fit: the run goes away
-      by_len_.erase(best);
-      by_off_.erase(run);
-    } else {  // the run keeps its tail; both tree nodes are reused
-      auto len_node = by_len_.extract(best);
-      len_node.value() = {run_len - len, off + len};
-      auto moved = by_len_.insert(std::move(len_node)).position;
-      auto hint = std::next(run);
-      auto off_node = by_off_.extract(run);
-      off_node.key() = off + len;
-      off_node.mapped() = moved;
-      by_off_.insert(hint, std::move(off_node));
+    return take_best_fit(len);
+  }
+
+  Status allocate_spread(uint64_t len, std::vector<meta::Extent>* out) override {
+    if (len == 0 || len % unit_ != 0) return Status::Invalid("allocation length not a multiple of the unit");
+    std::lock_guard lock(mu_);
+    if (free_.load(std::memory_order_relaxed) < len) return Status::NoSpace("segment full");
+    // While no run is long enough: the longest, whole. Then the best fit for the rest.
+    while (len > 0 && by_len_.rbegin()->first < len) {
+      auto [run_len, off] = *by_len_.rbegin();
+      erase(off, run_len);
+      out->push_back({off, run_len});
+      len -= run_len;
     }
-    free_.fetch_sub(len, std::memory_order_relaxed);
-    return off;
+    if (len > 0) out->push_back({take_best_fit(len).value(), len});
+    return Status::OK();
   }
 
   void release(uint64_t offset, uint64_t len) override {
@@ -90,6 +87,10 @@ class BestFitAllocator final : public SegmentAllocator {
   uint64_t capacity() const override { return capacity_; }
   uint64_t free_bytes() const override { return free_.load(std::memory_order_relaxed); }
   uint64_t unit() const override { return unit_; }
+  uint64_t largest_free_run() const override {
+    std::lock_guard lock(mu_);
+    return by_len_.empty() ? 0 : by_len_.rbegin()->first;
+  }
   double fragmentation() const override {
     std::lock_guard lock(mu_);
     uint64_t free = free_.load(std::memory_order_relaxed);
@@ -102,6 +103,28 @@ class BestFitAllocator final : public SegmentAllocator {
   }
 
  private:
+  // REQUIRES: mu_ held.
+  Result<uint64_t> take_best_fit(uint64_t len) {
+    auto best = by_len_.lower_bound({len, 0});
+    if (best == by_len_.end()) return Status::NoSpace("segment full");
+    auto [run_len, off] = *best;
+    auto run = by_off_.find(off);
+    if (run_len == len) {  // an exact fit: the run goes away
+      by_len_.erase(best);
+      by_off_.erase(run);
+    } else {  // the run keeps its tail; both tree nodes are reused
+      auto len_node = by_len_.extract(best);
+      len_node.value() = {run_len - len, off + len};
+      auto moved = by_len_.insert(std::move(len_node)).position;
+      auto hint = std::next(run);
+      auto off_node = by_off_.extract(run);
+      off_node.key() = off + len;
+      off_node.mapped() = moved;
+      by_off_.insert(hint, std::move(off_node));
+    }
+    free_.fetch_sub(len, std::memory_order_relaxed);
+    return off;
+  }
   // Removes [offset, offset+len) from the free runs if one run contains all of it.
   bool carve(uint64_t offset, uint64_t len) {
     auto it = by_off_.upper_bound(offset);

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
+#include "meta/schema.h"
 #include "meta/status.h"
 
 namespace stripefs {
@@ -20,6 +22,10 @@ class SegmentAllocator {
   virtual ~SegmentAllocator() = default;
   // Reserves len bytes and returns their offset; kNoSpace when no free run is long enough.
   virtual Result<uint64_t> allocate(uint64_t len) = 0;
+  // Reserves len bytes in as few free runs as it can: the best-fitting run
+  // when one is long enough, else the longest runs first. Appends the runs to
+  // *out in that order. kNoSpace (nothing taken) when less than len is free.
+  virtual Status allocate_spread(uint64_t len, std::vector<meta::Extent>* out) = 0;
   // Returns [offset, offset+len) to the free space. REQUIRES: it was allocated.
   virtual void release(uint64_t offset, uint64_t len) = 0;
   // Marks a recorded extent as used while rebuilding; kCorruption if any of it
@@ -30,6 +36,8 @@ class SegmentAllocator {
   virtual uint64_t capacity() const = 0;
   virtual uint64_t free_bytes() const = 0;
   virtual uint64_t unit() const = 0;
+  // The longest free run (0 when full).
+  virtual uint64_t largest_free_run() const = 0;
   // 0 when the free space is one run; approaches 1 as it splinters.
   virtual double fragmentation() const = 0;
   virtual void for_each_free(const std::function<void(uint64_t offset, uint64_t len)>& fn) const = 0;

@@ -153,10 +153,17 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
       }
       if (!segs.insert(e.segment).second) problem(fmt::format("{}: two replicas on drive {}", where, e.segment));
       const auto& seg = config_.segments[e.segment];
-      if (e.offset % meta::kBlockSize || e.offset + rec->capacity > seg.capacity) {
-        problem(fmt::format("{}: extent {}+{} lies outside drive {}", where, e.offset, rec->capacity, e.segment));
+      for (const meta::Extent& x : e.extents) {
+        if (x.offset % meta::kBlockSize || x.length % meta::kBlockSize || x.offset > seg.capacity ||
+            x.length > seg.capacity - x.offset) {
+          problem(fmt::format("{}: extent {}+{} lies outside drive {}", where, x.offset, x.length, e.segment));
+        }
+        by_segment[e.segment].push_back({x.offset, x.length, ino, index});
       }
-      by_segment[e.segment].push_back({e.offset, rec->capacity, ino, index});
+      if (e.bytes() != rec->capacity) {
+        problem(fmt::format("{}: the extents on drive {} hold {} bytes, not the {} reserved", where, e.segment,
+                            e.bytes(), rec->capacity));
+      }
       footprint[ino] += rec->capacity;
     }
     if (rec->replicas.empty()) problem(where + ": has no replica");
@@ -167,8 +174,15 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
       std::unique_ptr<char, decltype(&free)> buf(static_cast<char*>(raw), &free);
       for (const auto& e : rec->replicas) {
         if (e.segment >= fds_.size() || fds_[e.segment] < 0) continue;
-        IoRequest req{IoRequest::Op::kRead, e.segment, kDataOffset + e.offset, buf.get(), bytes};
-        if (Status s = io_->run({&req, 1}); !s.ok()) {
+        std::vector<IoRequest> reqs;
+        e.map(0, std::min<uint64_t>(bytes, e.bytes()), [&](uint64_t at, uint64_t from, uint64_t n) {
+          reqs.push_back({IoRequest::Op::kRead, e.segment, kDataOffset + at, buf.get() + from, static_cast<size_t>(n)});
+        });
+        if (e.bytes() < bytes) {
+          problem(fmt::format("{}: the replica on drive {} is shorter than its data", where, e.segment));
+          continue;
+        }
+        if (Status s = io_->run(reqs); !s.ok()) {
           problem(fmt::format("{}: cannot be read from drive {}: {}", where, e.segment, s.message()));
           continue;
         }
@@ -196,7 +210,8 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
       const Placed& a = extents[i - 1];
       const Placed& b = extents[i];
       if (a.offset + a.len > b.offset) {
-        problem(fmt::format("drive {}: chunk {} of inode {} overlaps chunk {} of inode {}", seg, a.index, a.ino, b.index, b.ino));
+        problem(fmt::format("drive {}: an extent of chunk {} of inode {} overlaps one of chunk {} of inode {}", seg,
+                            a.index, a.ino, b.index, b.ino));
       }
     }
   }
@@ -212,7 +227,7 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
   if (notes) {
     uint64_t chunks = 0;
     for (auto& [s, e] : by_segment) chunks += e.size();
-    notes->push_back(fmt::format("{} inodes, {} chunk replicas checked", inodes.size(), chunks));
+    notes->push_back(fmt::format("{} inodes, {} chunk extents checked", inodes.size(), chunks));
     if (verify) notes->push_back(fmt::format("{} blocks read and verified", verified_blocks[0]));
   }
   return problems;

@@ -16,6 +16,7 @@ namespace stripefs {
 
 using meta::ChunkRecord;
 using meta::Extent;
+using meta::Replica;
 using meta::InodeRecord;
 using meta::Transaction;
 
@@ -28,6 +29,17 @@ constexpr uint32_t kWriteAdmitMax = 256 << 10;
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 uint64_t Footprint(const ChunkRecord& r) { return uint64_t{r.capacity} * r.replicas.size(); }
+
+// Cuts every replica to its first `keep` bytes; returns what was cut off.
+std::vector<Replica> CutReplicas(std::vector<Replica>& replicas, uint64_t keep) {
+  std::vector<Replica> tails;
+  for (Replica& r : replicas) {
+    Replica& t = tails.emplace_back();
+    t.segment = r.segment;
+    r.cut(keep, &t.extents);
+  }
+  return tails;
+}
 
 std::vector<Placer::Segment> PlaceableDrives(const std::vector<DriveSlot>& drives) {
   std::vector<Placer::Segment> out;
@@ -147,25 +159,38 @@ void ObjectStore::set_cache(uint64_t capacity_bytes, const std::string& policy) 
                : nullptr;
 }
 
-uint64_t ObjectStore::device_offset(const Extent& e) const { return drives_.at(e.segment).data_offset + e.offset; }
+void ObjectStore::add_requests(IoRequest::Op op, const Replica& r, uint64_t pos, size_t len, char* buf,
+                               std::vector<IoRequest>* out) const {
+  const uint64_t base = drives_.at(r.segment).data_offset;
+  r.map(pos, len, [&](uint64_t at, uint64_t from, uint64_t n) {
+    out->push_back({op, r.segment, base + at, buf + from, static_cast<size_t>(n)});
+  });
+}
+
+void ObjectStore::add_freed(const std::vector<Replica>& replicas, std::vector<Freed>* out) {
+  for (const Replica& r : replicas) {
+    for (const Extent& e : r.extents) out->push_back({r.segment, e});
+  }
+}
 
 Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRecord& rec, uint32_t first,
                                 uint32_t count, char* buf) {
   Status last = Status::Corruption("chunk has no replica");
   struct BadRun {
-    const Extent* extent;
+    const Replica* replica;
     uint32_t first, count;  // blocks, relative to buf
   };
   std::vector<BadRun> bad;  // runs of blocks a replica answered with wrong bytes
   std::vector<uint32_t> crcs(count);
-  for (const Extent& e : rec.replicas) {
+  std::vector<IoRequest> reqs;
+  for (const Replica& e : rec.replicas) {
     if (!drives_.at(e.segment).available) {
       last = Status::IOError(fmt::format("drive {} is missing", e.segment));
       continue;
     }
-    IoRequest req{IoRequest::Op::kRead, e.segment, device_offset(e) + uint64_t{first} * kBlock, buf,
-                  size_t{count} * kBlock};
-    Status s = io_->run({&req, 1});
+    reqs.clear();
+    add_requests(IoRequest::Op::kRead, e, uint64_t{first} * kBlock, size_t{count} * kBlock, buf, &reqs);
+    Status s = io_->run(reqs);
     if (!s.ok()) {
       last = s;
       continue;
@@ -181,7 +206,8 @@ Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRe
       }
     }
     if (bad.size() > bad_before) {
-      last = Status::Corruption(fmt::format("checksum mismatch in segment {} at offset {}", e.segment, e.offset));
+      last = Status::Corruption(fmt::format("checksum mismatch in segment {} at chunk offset {}", e.segment,
+                                            uint64_t{first + bad[bad_before].first} * kBlock));
       continue;
     }
     if (!bad.empty()) {
@@ -189,9 +215,8 @@ Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRe
       // the same verified bytes. A writer cannot: it holds the object exclusively.
       std::vector<IoRequest> repairs;
       for (const BadRun& r : bad) {
-        repairs.push_back({IoRequest::Op::kWrite, r.extent->segment,
-                           device_offset(*r.extent) + uint64_t{first + r.first} * kBlock, buf + size_t{r.first} * kBlock,
-                           size_t{r.count} * kBlock});
+        add_requests(IoRequest::Op::kWrite, *r.replica, uint64_t{first + r.first} * kBlock, size_t{r.count} * kBlock,
+                     buf + size_t{r.first} * kBlock, &repairs);
       }
       Status w = rewrite(repairs);
       if (w.ok()) {
@@ -255,9 +280,8 @@ Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char*
     const uint32_t count = static_cast<uint32_t>(RoundUp(valid_end, kBlock) / kBlock) - first;
     std::memset(dst + size_t{count} * kBlock, 0, n - size_t{count} * kBlock);
     parts.push_back({index, dst, &it->second, first, count});
-    const Extent& e = readable_replica(it->second);
-    reqs.push_back({IoRequest::Op::kRead, e.segment, device_offset(e) + uint64_t{first} * kBlock, dst,
-                    size_t{count} * kBlock});
+    add_requests(IoRequest::Op::kRead, readable_replica(it->second), uint64_t{first} * kBlock, size_t{count} * kBlock,
+                 dst, &reqs);
   }
   Status batch = io_->run(reqs);
   for (const Part& p : parts) {
@@ -302,17 +326,17 @@ Status ObjectStore::read(Object& obj, uint64_t offset, size_t len, char* out) {
   return Status::OK();
 }
 
-void ObjectStore::release_now(const std::vector<Extent>& extents, uint64_t len) { placer_.release(extents, len); }
+void ObjectStore::release_now(const std::vector<Replica>& replicas) { placer_.release(replicas); }
 
 bool ObjectStore::all_replicas_available(const ChunkRecord& rec) const {
-  for (const Extent& e : rec.replicas) {
+  for (const Replica& e : rec.replicas) {
     if (!drives_.at(e.segment).available) return false;
   }
   return true;
 }
 
-const Extent& ObjectStore::readable_replica(const ChunkRecord& rec) const {
-  for (const Extent& e : rec.replicas) {
+const Replica& ObjectStore::readable_replica(const ChunkRecord& rec) const {
+  for (const Replica& e : rec.replicas) {
     if (drives_.at(e.segment).available) return e;
   }
   return rec.replicas.front();  // none: the read fails and says which drive is missing
@@ -321,7 +345,7 @@ const Extent& ObjectStore::readable_replica(const ChunkRecord& rec) const {
 void ObjectStore::release_later(std::vector<Freed> freed) {
   std::lock_guard lock(pending_mu_);
   for (Freed& f : freed) {
-    pending_bytes_ += f.len;
+    pending_bytes_ += f.extent.length;
     pending_free_.push_back(f);
   }
 }
@@ -334,7 +358,7 @@ uint64_t ObjectStore::pending_free_bytes() const {
 uint64_t ObjectStore::pending_free_bytes(uint32_t segment) const {
   std::lock_guard lock(pending_mu_);
   uint64_t total = 0;
-  for (const Freed& f : pending_free_) total += f.extent.segment == segment ? f.len : 0;
+  for (const Freed& f : pending_free_) total += f.segment == segment ? f.extent.length : 0;
   return total;
 }
 
@@ -366,7 +390,7 @@ Status ObjectStore::sync_and_release() {
   }
   for (const Freed& f : freed) {
     // Space on a missing drive is not tracked; the drive's replacement rebuilds it.
-    if (SegmentAllocator* a = drives_[f.extent.segment].allocator) a->release(f.extent.offset, f.len);
+    if (SegmentAllocator* a = drives_[f.segment].allocator) a->release(f.extent.offset, f.extent.length);
   }
   return Status::OK();
 }
@@ -467,11 +491,9 @@ void ObjectStore::replace_many(std::span<Put> puts) {
 void ObjectStore::unreserve(StagedWrite& w) {
   for (StagedWrite::Plan& p : w.plans) {
     if (p.relocated) {
-      release_now(p.after.replicas, p.after.capacity);
+      release_now(p.after.replicas);
     } else if (p.after.capacity > p.before.capacity) {
-      for (const Extent& e : p.before.replicas) {
-        drives_[e.segment].allocator->release(e.offset + p.before.capacity, p.after.capacity - p.before.capacity);
-      }
+      release_now(CutReplicas(p.after.replicas, p.before.capacity));
     }
   }
   w.plans.clear();
@@ -486,32 +508,61 @@ void ObjectStore::abandon(StagedWrite& w) {
   w.freed.clear();
 }
 
+Result<std::pair<std::vector<Replica>, uint32_t>> ObjectStore::reserve(const Object& obj, uint64_t index, uint32_t need,
+                                                                        bool ahead) {
+  Status why;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // Ahead: a whole chunk in one run, so the writes that follow need no new
+    // space and the chunk never moves (trim() gives back the rest at close).
+    if (ahead && need < obj.chunk_size) {
+      auto got = placer_.place(*obj.strategy, {obj.hash, index, obj.chunk_size, false}, obj.replicas, obj.replicas);
+      if (got.ok()) return std::make_pair(std::move(got).value(), obj.chunk_size);
+    }
+    auto got = placer_.place(*obj.strategy, {obj.hash, index, need, true}, obj.replicas, obj.replicas);
+    if (got.ok()) return std::make_pair(std::move(got).value(), need);
+    why = got.status();
+    // Space freed by commits becomes reusable after a sync; another writer
+    // may be releasing some right now (it no longer counts as pending), so
+    // sync unconditionally: that waits for any release in progress.
+    if (attempt == 0) SFS_RETURN_IF_ERROR(sync_and_release());
+  }
+  return Status::NoSpace(fmt::format("pool is full: chunk {} of object {} needs {} bytes on each of {} replica(s): {}",
+                                     index, obj.uri, need, obj.replicas, why.message()));
+}
+
+bool ObjectStore::grow_in_place(ChunkRecord& rec, uint32_t to, bool spread) {
+  if (to <= rec.capacity) return true;
+  const uint64_t more = to - rec.capacity;
+  std::vector<Replica> grown = rec.replicas;
+  std::vector<Replica> added;  // what was taken so far, to give back on failure
+  for (Replica& r : grown) {
+    SegmentAllocator* a = drives_[r.segment].allocator;
+    if (!a || r.extents.empty()) break;
+    Replica& more_space = added.emplace_back();
+    more_space.segment = r.segment;
+    const Extent& last = r.extents.back();
+    if (a->try_extend(last.offset, last.length, last.length + more)) {
+      more_space.extents.push_back({last.offset + last.length, more});
+    } else if (!spread || !a->allocate_spread(more, &more_space.extents).ok()) {
+      added.pop_back();
+      break;
+    }
+    for (const Extent& e : more_space.extents) r.append(e);
+  }
+  if (added.size() < grown.size()) {
+    placer_.release(added);
+    return false;
+  }
+  rec.replicas = std::move(grown);
+  rec.capacity = to;
+  return true;
+}
+
 Status ObjectStore::stage(StagedWrite& w, const char* data) {
   Object& obj = *w.obj;
   const bool replace = w.replace;
   SFS_RETURN_IF_ERROR(ensure_loaded(obj));
   using Plan = StagedWrite::Plan;
-  // Reserves a whole chunk if it can (so sequential writes never move data),
-  // else just what is needed. A replace knows the whole contents: just what
-  // is needed (no later close gives back the rest of an object put).
-  auto reserve = [&](uint64_t index, uint32_t need) -> Result<std::pair<std::vector<Extent>, uint32_t>> {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      for (uint32_t cap : {replace ? need : obj.chunk_size, need}) {
-        auto ext = placer_.place(*obj.strategy, {obj.hash, index, cap}, obj.replicas, obj.replicas);
-        if (ext.ok()) return std::make_pair(std::move(ext).value(), cap);
-      }
-      // Space freed by commits becomes reusable after a sync; another writer
-      // may be releasing some right now (it no longer counts as pending), so
-      // sync unconditionally: that waits for any release in progress.
-      if (attempt == 0) {
-        SFS_RETURN_IF_ERROR(sync_and_release());
-      } else {
-        break;
-      }
-    }
-    return Status::NoSpace("pool is full");
-  };
-
   // 1. Space.
   for (const ChunkPiece& piece : SplitRange(w.offset, w.len, obj.chunk_size)) {
     Plan p;
@@ -525,28 +576,16 @@ Status ObjectStore::stage(StagedWrite& w, const char* data) {
     // A chunk with a replica on a missing drive moves, whole, to drives that are present.
     const bool degraded = p.existed && !all_replicas_available(p.before);
     if (need > p.before.capacity || degraded) {
-      bool grown = false;
-      if (p.existed && !degraded) {
-        for (uint32_t target : {obj.chunk_size, need}) {
-          size_t k = 0;
-          while (k < p.before.replicas.size() &&
-                 drives_[p.before.replicas[k].segment].allocator->try_extend(p.before.replicas[k].offset,
-                                                                              p.before.capacity, target)) {
-            ++k;
-          }
-          if (k == p.before.replicas.size()) {
-            p.after.capacity = target;
-            grown = true;
-            break;
-          }
-          for (size_t j = 0; j < k; ++j) {
-            drives_[p.before.replicas[j].segment].allocator->release(p.before.replicas[j].offset + p.before.capacity,
-                                                                     target - p.before.capacity);
-          }
-        }
-      }
+      // Grown where it lies if its drives have room: first to a whole chunk
+      // right after its last extent (a stream keeps long runs), else by what
+      // this write needs, anywhere on the same drives. Otherwise it moves.
+      // A replace knows the whole contents: just what is needed (no later
+      // close gives back the rest of an object put).
+      const bool grown = p.existed && !degraded &&
+                         ((need < obj.chunk_size && grow_in_place(p.after, obj.chunk_size, false)) ||
+                          grow_in_place(p.after, need, true));
       if (!grown) {
-        auto got = reserve(piece.index, need);
+        auto got = reserve(obj, piece.index, need, !replace);
         if (!got.ok()) {
           unreserve(w);
           return got.status();
@@ -641,9 +680,9 @@ Status ObjectStore::stage(StagedWrite& w, const char* data) {
 
 void ObjectStore::queue_writes(const StagedWrite& w, std::vector<IoRequest>* reqs) const {
   for (const StagedWrite::Plan& p : w.plans) {
-    for (const Extent& e : p.after.replicas) {
-      reqs->push_back({IoRequest::Op::kWrite, e.segment, device_offset(e) + uint64_t{p.first_block} * kBlock,
-                       const_cast<char*>(p.bytes), p.length()});
+    for (const Replica& r : p.after.replicas) {
+      add_requests(IoRequest::Op::kWrite, r, uint64_t{p.first_block} * kBlock, p.length(), const_cast<char*>(p.bytes),
+                   reqs);
     }
   }
 }
@@ -663,7 +702,7 @@ void ObjectStore::add_records(StagedWrite& w, InodeRecord& r, Transaction* txn, 
     for (const auto& [index, rec] : obj.chunks) {
       if (index >= w.plans.size()) meta::DeleteChunk(txn, obj.ino, index, rec);  // plans cover chunks 0..n-1
       footprint_delta -= static_cast<int64_t>(Footprint(rec));
-      for (const Extent& e : rec.replicas) w.freed.push_back({e, rec.capacity});
+      add_freed(rec.replicas, &w.freed);
     }
   }
   static const ChunkRecord kNothing;
@@ -680,7 +719,7 @@ void ObjectStore::add_records(StagedWrite& w, InodeRecord& r, Transaction* txn, 
     p.after.whole_checksum_record = false;
     footprint_delta += static_cast<int64_t>(Footprint(p.after)) - static_cast<int64_t>(Footprint(p.before));
     if (p.relocated && p.existed) {
-      for (const Extent& e : p.before.replicas) w.freed.push_back({e, p.before.capacity});
+      add_freed(p.before.replicas, &w.freed);
     }
   }
   r.size = w.replace ? w.offset + w.len : std::max<uint64_t>(r.size, w.offset + w.len);
@@ -718,7 +757,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
     uint64_t chunk_start = index * obj.chunk_size;
     if (chunk_start >= size) {
       meta::DeleteChunk(&txn, obj.ino, index, rec);
-      for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
+      add_freed(rec.replicas, &freed);
       footprint_delta -= static_cast<int64_t>(Footprint(rec));
       dropped.push_back(index);
     } else if (chunk_start + rec.length > size) {
@@ -727,10 +766,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
       after.crcs.resize(after.blocks());
       std::erase_if(after.pending, [&](const auto& p) { return p.first >= after.blocks(); });
       after.capacity = static_cast<uint32_t>(RoundUp(after.length, kBlock));
-      for (const Extent& e : rec.replicas) {
-        freed.push_back({{e.segment, e.offset + after.capacity}, rec.capacity - after.capacity});
-      }
-      std::erase_if(freed, [](const Freed& f) { return f.len == 0; });
+      add_freed(CutReplicas(after.replicas, after.capacity), &freed);
       footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
       meta::PutChunk(&txn, obj.ino, index, rec, after);
       after.whole_checksum_record = false;
@@ -783,7 +819,7 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
       if (start >= end || start + obj.chunk_size <= offset) continue;
       if (start >= offset && start + obj.chunk_size <= end) {
         meta::DeleteChunk(&txn, obj.ino, index, rec);
-        for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
+        add_freed(rec.replicas, &freed);
         footprint_delta -= static_cast<int64_t>(Footprint(rec));
         dropped.push_back(index);
       } else if (std::max(start, offset) < std::min(data_end, end)) {
@@ -868,7 +904,7 @@ Result<bool> ObjectStore::trim(Object& obj) {
     if (need >= rec.capacity) continue;
     ChunkRecord after = rec;
     after.capacity = need;
-    for (const Extent& e : rec.replicas) freed.push_back({{e.segment, e.offset + need}, rec.capacity - need});
+    add_freed(CutReplicas(after.replicas, need), &freed);
     footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
     txn.put(meta::ChunkKey(obj.ino, index), meta::EncodeChunk(after));  // only the capacity changed
     trimmed[index] = std::move(after);
@@ -906,7 +942,7 @@ Status ObjectStore::reclaim(uint64_t ino) {
   std::vector<Freed> freed;
   for (const auto& [index, rec] : chunks) {
     meta::DeleteChunk(&txn, ino, index, rec);
-    for (const Extent& e : rec.replicas) freed.push_back({e, rec.capacity});
+    add_freed(rec.replicas, &freed);
   }
   SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
   if (cached) {  // whoever still holds it must not write the reclaimed chunks back

@@ -161,10 +161,12 @@ class ObjectStore {
   uint64_t pending_free_bytes(uint32_t segment) const;
 
  private:
-  struct Freed {
+  struct Freed {  // space a commit gave up, on one segment
+    uint32_t segment;
     meta::Extent extent;
-    uint64_t len;
   };
+  // Every extent of the replicas, as Freed.
+  static void add_freed(const std::vector<meta::Replica>& replicas, std::vector<Freed>* out);
   Status ensure_loaded(Object& obj);  // REQUIRES: obj.mu held
   // Whether obj's chunks may enter the RAM tier: not when it is off, and not
   // for files of a ram directory (in memory already: they would be held twice).
@@ -212,16 +214,29 @@ class ObjectStore {
   Status scrub_chunk(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, ScrubReport* report);
   // Writes the repair requests and marks their drives dirty; counts the blocks.
   Status rewrite(std::vector<IoRequest>& repairs);
-  void release_now(const std::vector<meta::Extent>& extents, uint64_t len);
+  void release_now(const std::vector<meta::Replica>& replicas);
+  // Reserves what a chunk needs: a whole chunk in one run per replica when
+  // `ahead` and it can, else `need` bytes spread over free runs; syncs once
+  // to reuse freed space before it gives up. kNoSpace says why.
+  Result<std::pair<std::vector<meta::Replica>, uint32_t>> reserve(const Object& obj, uint64_t index, uint32_t need,
+                                                                   bool ahead);
+  // Grows every replica of rec from rec.capacity to `to` bytes on its own
+  // segment: by lengthening its last extent, else (spread) with new extents
+  // anywhere on the segment. On success rec's replicas and capacity are the
+  // grown ones; otherwise nothing changed.
+  bool grow_in_place(meta::ChunkRecord& rec, uint32_t to, bool spread);
   // write() of len zero bytes at offset, in pieces.
   Status write_zeros(Object& obj, uint64_t offset, uint64_t len);
   // True when every replica of rec is on a drive that is present.
   bool all_replicas_available(const meta::ChunkRecord& rec) const;
   // Orders rec's replicas so the ones on present drives come first.
-  const meta::Extent& readable_replica(const meta::ChunkRecord& rec) const;
+  const meta::Replica& readable_replica(const meta::ChunkRecord& rec) const;
   void release_later(std::vector<Freed> freed);
   Status sync_and_release();
-  uint64_t device_offset(const meta::Extent& e) const;
+  // Appends the requests that move the chunk's bytes [pos, pos+len) of
+  // replica r from or to buf: one per extent the range crosses.
+  void add_requests(IoRequest::Op op, const meta::Replica& r, uint64_t pos, size_t len, char* buf,
+                    std::vector<IoRequest>* out) const;
 
   meta::KvStore* kv_;
   meta::Namespace* ns_;

@@ -1,6 +1,8 @@
 // The placement strategies and the Placer.
 #include "engine/placement.h"
 
+#include <fmt/format.h>
+
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -196,8 +198,8 @@ Status Placer::add(Segment s) {
   return Status::OK();
 }
 
-Result<std::vector<meta::Extent>> Placer::place(const PlacementStrategy& strategy, const PlacementRequest& req,
-                                                uint32_t want, uint32_t min) const {
+Result<std::vector<meta::Replica>> Placer::place(const PlacementStrategy& strategy, const PlacementRequest& req,
+                                                 uint32_t want, uint32_t min) const {
   thread_local std::vector<SegmentView> views;
   thread_local std::vector<uint32_t> order;
   thread_local std::vector<const Segment*> candidates;  // the kind of segment the strategy places on
@@ -213,24 +215,46 @@ Result<std::vector<meta::Extent>> Placer::place(const PlacementStrategy& strateg
     return Status::NoSpace("this pool has no RAM segment for files of a ram directory (stripefs mkfs --ram SIZE)");
   }
   strategy.rank(req, views, &order);
-  std::vector<meta::Extent> extents;
-  extents.reserve(want);
+  std::vector<meta::Replica> placed;
+  placed.reserve(want);
   for (uint32_t pos : order) {
-    if (extents.size() == want) break;
-    if (views[pos].free < req.length) continue;  // cheap skip; allocate() decides
-    auto off = candidates[pos]->allocator->allocate(req.length);
-    if (off.ok()) extents.push_back({candidates[pos]->id, off.value()});
+    if (placed.size() == want) break;
+    if (views[pos].free < req.length) continue;  // cheap skip; the allocator decides
+    meta::Replica r{candidates[pos]->id, {}};
+    if (req.spread) {
+      if (!candidates[pos]->allocator->allocate_spread(req.length, &r.extents).ok()) continue;
+    } else {
+      auto off = candidates[pos]->allocator->allocate(req.length);
+      if (!off.ok()) continue;
+      r.extents.push_back({off.value(), req.length});
+    }
+    placed.push_back(std::move(r));
   }
-  if (extents.size() < std::max<uint32_t>(min, 1)) {
-    release(extents, req.length);
-    return Status::NoSpace("no room for " + std::to_string(req.length) + " bytes on " + std::to_string(min) +
-                           " distinct segments");
+  if (placed.size() < std::max<uint32_t>(min, 1)) {
+    release(placed);
+    return Status::NoSpace(fmt::format("no room for {} bytes{} on {} distinct {}s ({})", req.length,
+                                       req.spread ? "" : " in one run", std::max<uint32_t>(min, 1),
+                                       strategy.ram_only() ? "RAM segment" : "drive", describe_free(strategy.ram_only())));
   }
-  return extents;
+  return placed;
 }
 
-void Placer::release(const std::vector<meta::Extent>& extents, uint64_t len) const {
-  for (const meta::Extent& e : extents) by_id_.at(e.segment)->release(e.offset, len);
+void Placer::release(const std::vector<meta::Replica>& replicas) const {
+  for (const meta::Replica& r : replicas) {
+    for (const meta::Extent& e : r.extents) by_id_.at(r.segment)->release(e.offset, e.length);
+  }
+}
+
+std::string Placer::describe_free(bool ram) const {
+  std::string out;
+  const size_t n = count_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; ++i) {
+    const Segment& s = segments_[i];
+    if (s.ram != ram) continue;
+    out += fmt::format("{}{} {}: {} bytes free, longest run {}", out.empty() ? "" : "; ", ram ? "RAM segment" : "drive",
+                       s.id, s.allocator->free_bytes(), s.allocator->largest_free_run());
+  }
+  return out.empty() ? "none takes new chunks" : out;
 }
 
 }  // namespace stripefs

@@ -28,6 +28,7 @@ struct PlacementRequest {
   uint64_t object_hash;  // ObjectHash(uri)
   uint64_t chunk_index;
   uint64_t length;       // bytes wanted on each replica
+  bool spread = false;   // each replica may lie in several free runs; else in one
 };
 
 // Thread-safe (strategies keep no shared mutable state).
@@ -82,14 +83,19 @@ class Placer {
   // returns. kInvalidArgument when its id is taken or past the table.
   Status add(Segment s);
 
-  // Reserves len bytes on up to `want` distinct segments, in the strategy's
-  // order. Succeeds when at least `min` replicas were placed (1 <= min <= want);
-  // otherwise releases what it reserved and returns kNoSpace. The filesystem
-  // asks for min == want: a chunk is stored with all its replicas or not at all.
-  Result<std::vector<meta::Extent>> place(const PlacementStrategy& strategy, const PlacementRequest& req,
-                                          uint32_t want, uint32_t min) const;
-  // Gives extents of len bytes back to their segments.
-  void release(const std::vector<meta::Extent>& extents, uint64_t len) const;
+  // Reserves req.length bytes on up to `want` distinct segments, in the
+  // strategy's order: in one free run each, or spread over several
+  // (req.spread). Succeeds when at least `min` replicas were placed (1 <= min
+  // <= want); otherwise releases what it reserved and returns kNoSpace with
+  // what each segment had free. The filesystem asks for min == want: a chunk
+  // is stored with all its replicas or not at all.
+  Result<std::vector<meta::Replica>> place(const PlacementStrategy& strategy, const PlacementRequest& req,
+                                           uint32_t want, uint32_t min) const;
+  // Gives every extent of the replicas back to its segment.
+  void release(const std::vector<meta::Replica>& replicas) const;
+  // The free bytes and the longest free run of each segment of the kind a
+  // strategy places on, for messages: "drive 0: 12.0 KiB free (longest run 4.0 KiB), ...".
+  std::string describe_free(bool ram) const;
   size_t size() const { return count_.load(std::memory_order_acquire); }
 
  private:

@@ -469,7 +469,10 @@ Status Pool::rebuild_allocators() {
         return false;
       }
       if (!allocators_[e.segment]) continue;  // a drive missing from a degraded mount
-      Status s = allocators_[e.segment]->mark_used(e.offset, rec->capacity);
+      Status s;
+      for (size_t i = 0; i < e.extents.size() && s.ok(); ++i) {
+        s = allocators_[e.segment]->mark_used(e.extents[i].offset, e.extents[i].length);
+      }
       if (!s.ok()) {
         bad = Status::Corruption(fmt::format("chunk {} of inode {} on segment {}: {} (run `stripefs fsck`)",
                                              meta::ChunkIndexFromKey(k), meta::InoFromKey(k), e.segment, s.message()));
@@ -708,10 +711,13 @@ Result<nlohmann::json> Pool::placement(const InodeRecord& inode, const std::stri
     c["length"] = rec.length;
     c["replicas"] = nlohmann::json::array();
     for (const auto& e : rec.replicas) {
+      nlohmann::json extents = nlohmann::json::array();
+      for (const meta::Extent& x : e.extents) extents.push_back({{"offset", kDataOffset + x.offset}, {"length", x.length}});
       c["replicas"].push_back({{"segment", e.segment},
                                {"path", config_.segments.at(e.segment).path},
-                               {"offset", kDataOffset + e.offset},
-                               {"length", rec.length}});
+                               {"offset", kDataOffset + (e.extents.empty() ? 0 : e.extents.front().offset)},
+                               {"length", rec.length},
+                               {"extents", std::move(extents)}});
     }
     j["chunks"].push_back(std::move(c));
   }

@@ -11,7 +11,7 @@
 namespace stripefs {
 
 using meta::ChunkRecord;
-using meta::Extent;
+using meta::Replica;
 constexpr uint32_t kBlock = meta::kBlockSize;
 
 void ScrubReport::add(const ScrubReport& o) {
@@ -53,14 +53,15 @@ Status ObjectStore::scrub_chunk(const Object& obj, uint64_t index, const ChunkRe
   if (blocks == 0) return Status::OK();
   const size_t span = size_t{blocks} * kBlock;
   struct Copy {
-    const Extent* extent;
+    const Replica* extent;
     AlignedBuffer buf;
     std::string read_error;
     std::vector<bool> intact;  // by block
   };
   std::vector<Copy> copies;
   std::vector<uint32_t> crcs(blocks);
-  for (const Extent& e : rec.replicas) {
+  std::vector<IoRequest> reqs;
+  for (const Replica& e : rec.replicas) {
     if (!drives_.at(e.segment).available) {
       report->missing_replicas++;
       continue;
@@ -69,8 +70,9 @@ Status ObjectStore::scrub_chunk(const Object& obj, uint64_t index, const ChunkRe
     c.extent = &e;
     c.buf.resize_uninitialized(span);
     c.intact.assign(blocks, false);
-    IoRequest req{IoRequest::Op::kRead, e.segment, device_offset(e), c.buf.data(), span};
-    Status s = io_->run({&req, 1});
+    reqs.clear();
+    add_requests(IoRequest::Op::kRead, e, 0, span, c.buf.data(), &reqs);
+    Status s = io_->run(reqs);
     report->bytes += span;
     if (!s.ok()) {
       c.read_error = s.message();
@@ -97,8 +99,8 @@ Status ObjectStore::scrub_chunk(const Object& obj, uint64_t index, const ChunkRe
     // Unreadable copies are rewritten too: a drive remaps a bad sector on write.
     for (const Copy& c : copies) {
       if (c.intact[b]) continue;
-      repairs.push_back({IoRequest::Op::kWrite, c.extent->segment, device_offset(*c.extent) + uint64_t{b} * kBlock,
-                         source->buf.data() + size_t{b} * kBlock, kBlock});
+      add_requests(IoRequest::Op::kWrite, *c.extent, uint64_t{b} * kBlock, kBlock,
+                   const_cast<char*>(source->buf.data()) + size_t{b} * kBlock, &repairs);
     }
   }
   const std::string where = fmt::format("object {} chunk {}", obj.uri, index);

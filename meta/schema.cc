@@ -234,29 +234,90 @@ Result<DirEntry> DecodeDirEntry(std::string_view bytes) {
   return e;
 }
 
+uint64_t Replica::bytes() const {
+  uint64_t n = 0;
+  for (const Extent& e : extents) n += e.length;
+  return n;
+}
+
+void Replica::append(Extent e) {
+  if (e.length == 0) return;
+  if (!extents.empty() && extents.back().offset + extents.back().length == e.offset) {
+    extents.back().length += e.length;
+  } else {
+    extents.push_back(e);
+  }
+}
+
+void Replica::cut(uint64_t keep, std::vector<Extent>* rest) {
+  uint64_t start = 0;
+  size_t kept = 0;
+  for (Extent& e : extents) {
+    if (start + e.length <= keep) {
+      start += e.length;
+      ++kept;
+      continue;
+    }
+    if (start < keep) {  // this extent is split: its head stays
+      const uint64_t head = keep - start;
+      rest->push_back({e.offset + head, e.length - head});
+      e.length = head;
+      ++kept;
+    } else {
+      rest->push_back(e);
+    }
+    start += e.length;
+  }
+  extents.resize(kept);
+}
+
+// Version 1 (0.1.0): every replica one extent of `capacity` bytes at its
+// offset. Version 2: each replica lists its extents.
+constexpr uint8_t kChunkOneExtentVersion = 1;
+constexpr uint8_t kChunkVersion = 2;
+constexpr uint32_t kMaxExtentsPerReplica = 1u << 20;  // a 4 GiB chunk in 4 KiB pieces
+
 std::string EncodeChunk(const ChunkRecord& c) {
-  Writer w(kRecordVersion);
+  Writer w(kChunkVersion);
   w.fixed(c.length);
   w.fixed(c.capacity);
   w.fixed(static_cast<uint32_t>(c.replicas.size()));
-  for (const auto& e : c.replicas) {
-    w.fixed(e.segment);
-    w.fixed(e.offset);
+  for (const Replica& r : c.replicas) {
+    w.fixed(r.segment);
+    w.fixed(static_cast<uint32_t>(r.extents.size()));
+    for (const Extent& e : r.extents) {
+      w.fixed(e.offset);
+      w.fixed(e.length);
+    }
   }
   return w.take();
 }
 
 Result<ChunkRecord> DecodeChunk(std::string_view bytes) {
+  const bool one_extent = !bytes.empty() && static_cast<uint8_t>(bytes[0]) == kChunkOneExtentVersion;
   Reader r(bytes);
   ChunkRecord c;
   uint32_t n;
-  if (!r.version(kRecordVersion) || !r.fixed(&c.length) || !r.fixed(&c.capacity) || !r.fixed(&n) ||
-      n > 3) {
+  if (!r.version(one_extent ? kChunkOneExtentVersion : kChunkVersion) || !r.fixed(&c.length) ||
+      !r.fixed(&c.capacity) || !r.fixed(&n) || n > 3) {
     return Bad("chunk");
   }
   c.replicas.resize(n);
-  for (auto& e : c.replicas) {
-    if (!r.fixed(&e.segment) || !r.fixed(&e.offset)) return Bad("chunk");
+  for (Replica& rep : c.replicas) {
+    if (!r.fixed(&rep.segment)) return Bad("chunk");
+    if (one_extent) {
+      Extent e{0, c.capacity};
+      if (!r.fixed(&e.offset)) return Bad("chunk");
+      rep.extents.push_back(e);
+      continue;
+    }
+    uint32_t extents;
+    if (!r.fixed(&extents) || extents > kMaxExtentsPerReplica) return Bad("chunk");
+    rep.extents.resize(extents);
+    for (Extent& e : rep.extents) {
+      if (!r.fixed(&e.offset) || !r.fixed(&e.length) || e.length == 0) return Bad("chunk");
+    }
+    if (rep.bytes() != c.capacity) return Bad("chunk");
   }
   if (!r.done()) return Bad("chunk");
   return c;

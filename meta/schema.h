@@ -16,6 +16,7 @@
 // Every record value starts with a format-version byte.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -81,18 +82,54 @@ struct DirEntry {
   uint32_t type = 0;  // S_IFMT bits of the child
 };
 
+// A run of bytes on one segment: offset inside the segment's data area, and
+// length, both multiples of the allocation unit.
 struct Extent {
-  uint32_t segment = 0;
-  uint64_t offset = 0;  // byte offset inside the segment's data area
+  uint64_t offset = 0;
+  uint64_t length = 0;
   bool operator==(const Extent&) const = default;
+};
+
+// One copy of a chunk: where on its segment each part of the chunk's reserved
+// bytes lies. The extents cover the chunk's bytes [0, capacity) in order, the
+// first extent holding its first bytes; they are as long as the allocator
+// could find when the space was taken (one, for a chunk written in one go on
+// a pool with room).
+struct Replica {
+  uint32_t segment = 0;
+  std::vector<Extent> extents;
+  bool operator==(const Replica&) const = default;
+
+  uint64_t bytes() const;  // the sum of the extents' lengths
+  // Appends an extent; one that starts where the last one ends lengthens it.
+  void append(Extent e);
+  // Keeps the first `keep` bytes and appends the extents past them to *rest.
+  void cut(uint64_t keep, std::vector<Extent>* rest);
+  // Calls fn(segment_offset, range_offset, n) for each piece of the chunk's
+  // bytes [pos, pos+len): n bytes at segment_offset on the segment are the
+  // range's bytes from range_offset. REQUIRES: pos+len <= bytes().
+  template <typename Fn>
+  void map(uint64_t pos, uint64_t len, Fn&& fn) const {
+    uint64_t start = 0, done = 0;
+    for (const Extent& e : extents) {
+      if (done == len) return;
+      const uint64_t end = start + e.length;
+      if (pos + done < end) {
+        const uint64_t in = pos + done - start, n = std::min(e.length - in, len - done);
+        fn(e.offset + in, done, n);
+        done += n;
+      }
+      start = end;
+    }
+  }
 };
 
 // Where one chunk of a file lives. Blocks [0, ceil(length / 4096)) hold
 // written data, each with a crc32c; bytes past length read as zeros.
 struct ChunkRecord {
   uint32_t length = 0;    // valid bytes from the chunk's start
-  uint32_t capacity = 0;  // bytes reserved at each replica's offset (multiple of 4096)
-  std::vector<Extent> replicas;
+  uint32_t capacity = 0;  // bytes reserved on each replica (multiple of 4096): the sum of its extents
+  std::vector<Replica> replicas;
   std::vector<uint32_t> crcs;  // one per written block
   // Blocks being overwritten in place: the checksum of the new contents,
   // recorded before the data is written, so a crash mid-write leaves a block

@@ -267,12 +267,23 @@ void PrintPlacement(const nlohmann::json& j, bool json) {
   }
   fmt::print("{}\n  uri {}\n  size {}  chunk size {}  chunks {}\n", j["path"].get<std::string>(),
              j["uri"].get<std::string>(), j["size"].get<uint64_t>(), j["chunk_size"].get<uint64_t>(), j["chunks"].size());
-  fmt::print("  {:>6} {:>12} {:>10}  {:>7}  {:>12}  {}\n", "chunk", "file offset", "length", "segment", "drive offset", "drive");
+  // One line per replica; a replica in several extents gets a line for each further one.
+  fmt::print("  {:>6} {:>12} {:>10}  {:>7}  {:>12} {:>10}  {}\n", "chunk", "file offset", "length", "segment",
+             "drive offset", "extent", "drive");
   for (const auto& c : j["chunks"]) {
     for (const auto& r : c["replicas"]) {
-      fmt::print("  {:>6} {:>12} {:>10}  {:>7}  {:>12}  {}\n", c["index"].get<uint64_t>(), c["offset"].get<uint64_t>(),
-                 c["length"].get<uint64_t>(), r["segment"].get<uint32_t>(), r["offset"].get<uint64_t>(),
-                 r["path"].get<std::string>());
+      bool first = true;
+      for (const auto& e : r["extents"]) {
+        if (first) {
+          fmt::print("  {:>6} {:>12} {:>10}  {:>7}  {:>12} {:>10}  {}\n", c["index"].get<uint64_t>(),
+                     c["offset"].get<uint64_t>(), c["length"].get<uint64_t>(), r["segment"].get<uint32_t>(),
+                     e["offset"].get<uint64_t>(), e["length"].get<uint64_t>(), r["path"].get<std::string>());
+        } else {
+          fmt::print("  {:>6} {:>12} {:>10}  {:>7}  {:>12} {:>10}\n", "", "", "", "", e["offset"].get<uint64_t>(),
+                     e["length"].get<uint64_t>());
+        }
+        first = false;
+      }
     }
   }
 }

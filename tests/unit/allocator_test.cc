@@ -132,6 +132,55 @@ TEST_P(AllocatorTest, FragmentedFreeSpaceWithoutALongEnoughRunGivesNoSpace) {
   EXPECT_EQ(a->free_bytes(), 0u);
 }
 
+// What allocate() cannot place in one run, allocate_spread() places in
+// several: every free byte can be taken.
+TEST_P(AllocatorTest, SpreadTakesScatteredRunsLongestFirst) {
+  auto a = Make(16);
+  std::vector<uint64_t> offs;
+  for (int i = 0; i < 16; ++i) offs.push_back(a->allocate(kUnit).value());
+  std::sort(offs.begin(), offs.end());
+  // Free: units 1, 4-5, 8-10 (runs of 1, 2 and 3).
+  for (int i : {1, 4, 5, 8, 9, 10}) a->release(offs[i], kUnit);
+  EXPECT_EQ(a->largest_free_run(), 3 * kUnit);
+  EXPECT_EQ(a->allocate(4 * kUnit).status().code(), Code::kNoSpace);
+  std::vector<meta::Extent> got;
+  ASSERT_TRUE(a->allocate_spread(4 * kUnit, &got).ok());
+  // The longest run whole, then the best fit for the last unit (the single one).
+  EXPECT_EQ(got, (std::vector<meta::Extent>{{offs[8], 3 * kUnit}, {offs[1], kUnit}}));
+  EXPECT_EQ(a->free_bytes(), 2 * kUnit);
+  // More than is free: refused, nothing taken.
+  got.clear();
+  EXPECT_EQ(a->allocate_spread(3 * kUnit, &got).code(), Code::kNoSpace);
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(a->free_bytes(), 2 * kUnit);
+  // A run long enough: one extent, the best fit.
+  ASSERT_TRUE(a->allocate_spread(2 * kUnit, &got).ok());
+  EXPECT_EQ(got, (std::vector<meta::Extent>{{offs[4], 2 * kUnit}}));
+  EXPECT_EQ(a->free_bytes(), 0u);
+  EXPECT_EQ(a->largest_free_run(), 0u);
+}
+
+TEST_P(AllocatorTest, SpreadOfEveryFreeByteAfterChurn) {
+  auto a = Make(256);
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> offs;
+  for (int i = 0; i < 256; ++i) offs.push_back(a->allocate(kUnit).value());
+  std::shuffle(offs.begin(), offs.end(), rng);
+  for (int i = 0; i < 128; ++i) a->release(offs[i], kUnit);
+  std::vector<meta::Extent> got;
+  ASSERT_TRUE(a->allocate_spread(128 * kUnit, &got).ok());
+  uint64_t total = 0;
+  std::vector<Extent> live;
+  for (const meta::Extent& e : got) {
+    total += e.length;
+    live.push_back({e.offset, e.length});
+  }
+  for (int i = 128; i < 256; ++i) live.push_back({offs[i], kUnit});
+  EXPECT_EQ(total, 128 * kUnit);
+  EXPECT_EQ(a->free_bytes(), 0u);
+  ExpectDisjoint(live, 256 * kUnit);
+}
+
 TEST_P(AllocatorTest, ReleaseCoalesces) {
   const uint64_t n = 64;
   auto a = Make(n);

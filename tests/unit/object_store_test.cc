@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <tuple>
 
 #include <thread>
 #include <stdlib.h>
@@ -192,8 +193,10 @@ class ObjectStoreTest : public testing::Test {
   }
 
   // Flips one byte of a replica on its drive file, behind the store's back.
-  void CorruptByte(const meta::Extent& e, uint64_t offset_in_chunk) {
-    off_t pos = static_cast<off_t>(slots_[e.segment].data_offset + e.offset + offset_in_chunk);
+  void CorruptByte(const meta::Replica& e, uint64_t offset_in_chunk) {
+    off_t pos = -1;
+    e.map(offset_in_chunk, 1, [&](uint64_t at, uint64_t, uint64_t) { pos = static_cast<off_t>(slots_[e.segment].data_offset + at); });
+    ASSERT_GE(pos, 0) << "offset " << offset_in_chunk << " is past the replica";
     char c;
     ASSERT_EQ(pread(fds_[e.segment], &c, 1, pos), 1);
     c = static_cast<char>(c ^ 0x5a);
@@ -204,10 +207,12 @@ class ObjectStoreTest : public testing::Test {
   void RunConcurrentReadersAndWriters();
 
   // The first len bytes of a replica as they are on its drive.
-  std::string RawReplica(const meta::Extent& e, size_t len) {
+  std::string RawReplica(const meta::Replica& e, size_t len) {
     std::string out(len, '\0');
-    EXPECT_EQ(pread(fds_[e.segment], out.data(), len, static_cast<off_t>(slots_[e.segment].data_offset + e.offset)),
-              static_cast<ssize_t>(len));
+    e.map(0, len, [&](uint64_t at, uint64_t from, uint64_t n) {
+      EXPECT_EQ(pread(fds_[e.segment], out.data() + from, n, static_cast<off_t>(slots_[e.segment].data_offset + at)),
+                static_cast<ssize_t>(n));
+    });
     return out;
   }
 
@@ -486,7 +491,9 @@ TEST_F(ObjectStoreTest, TruncateAtBlockBoundaryThenExtendByWrite) {
   EXPECT_TRUE(SameBytes(Read(*obj, 0, m.bytes.size()), m.bytes));
 }
 
-TEST_F(ObjectStoreTest, GrowingAChunkBlockedByANeighbourRelocatesIt) {
+// A chunk whose next bytes on its drive are taken grows where it lies, with
+// a further extent elsewhere on the same drive: no data moves.
+TEST_F(ObjectStoreTest, GrowingAChunkBlockedByANeighbourAddsAnExtent) {
   const uint64_t all = TotalFree();
   InodeRecord a = NewFile("a");
   auto ao = Obj(a);
@@ -511,15 +518,101 @@ TEST_F(ObjectStoreTest, GrowingAChunkBlockedByANeighbourRelocatesIt) {
   ASSERT_TRUE(Write(*ao, 5000, g).ok());
   m.write(5000, g);
   const auto after = Chunks(a.ino);
-  EXPECT_NE(after.at(0).replicas, before.at(0).replicas) << "the chunk could not grow in place, so it must move";
+  ASSERT_EQ(after.at(0).replicas.size(), 1u);
+  const meta::Replica& grown = after.at(0).replicas[0];
+  EXPECT_EQ(grown.segment, before.at(0).replicas[0].segment) << "the chunk stays on its drive";
+  ASSERT_EQ(grown.extents.size(), 2u) << "its first extent cannot grow, so a second one holds the rest";
+  EXPECT_EQ(grown.extents[0], before.at(0).replicas[0].extents[0]) << "the bytes written first stay where they are";
+  EXPECT_EQ(grown.bytes(), after.at(0).capacity);
   EXPECT_TRUE(SameBytes(Read(*ao, 0, m.bytes.size()), m.bytes));
   EXPECT_TRUE(SameBytes(Read(*bo, 0, bd.size()), bd));
   ASSERT_TRUE(store_->sync().ok());
-  EXPECT_EQ(TotalFree(), all - 4 * kChunk - after.at(0).capacity) << "the old extent was not given back";
+  EXPECT_EQ(TotalFree(), all - 4 * kChunk - after.at(0).capacity) << "space is counted twice or lost";
   NewStore();
   auto ao2 = Obj(a);
   ASSERT_NE(ao2, nullptr);
   EXPECT_TRUE(SameBytes(Read(*ao2, 0, m.bytes.size()), m.bytes));
+}
+
+// Free space left in small scattered runs by deletes is writable: a file
+// written afterwards takes all of it but less than a chunk per drive (a
+// chunk's replica stays on one drive), its chunks spread over many extents,
+// and it reads back, also from a new store over the records.
+TEST_F(ObjectStoreTest, FreeSpaceSplinteredByDeletesIsWritable) {
+  const std::string small = Pattern(64 << 10, 60);
+  std::vector<std::shared_ptr<ObjectStore::Object>> files;
+  for (int i = 0;; ++i) {
+    auto o = Obj(NewFile("s" + std::to_string(i)));
+    ASSERT_NE(o, nullptr);
+    Status s = Write(*o, 0, small);
+    if (!s.ok()) {
+      ASSERT_EQ(s.code(), Code::kNoSpace) << s.message();
+      break;
+    }
+    ASSERT_TRUE(store_->trim(*o).ok());
+    files.push_back(o);
+  }
+  ASSERT_TRUE(store_->sync().ok());
+  ASSERT_LT(TotalFree(), kDrives * (64u << 10)) << "the small files did not fill the drives";
+  // Every other file in drive-offset order goes.
+  std::vector<std::tuple<uint32_t, uint64_t, size_t>> by_offset;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const meta::Replica r = Chunks(files[i]->ino).at(0).replicas.at(0);
+    by_offset.emplace_back(r.segment, r.extents.at(0).offset, i);
+  }
+  std::sort(by_offset.begin(), by_offset.end());
+  std::vector<std::shared_ptr<ObjectStore::Object>> kept;
+  for (size_t k = 0; k < by_offset.size(); ++k) {
+    auto& o = files[std::get<2>(by_offset[k])];
+    if (k % 2 == 0) {
+      ASSERT_TRUE(store_->truncate(*o, 0, meta::NowNs()).ok());
+    } else {
+      kept.push_back(o);
+    }
+  }
+  files = std::move(kept);
+  ASSERT_TRUE(store_->sync().ok());
+  const uint64_t free = TotalFree();
+  for (const auto& a : allocators_) EXPECT_LE(a->largest_free_run(), 64u << 10) << "no long run is left";
+
+  InodeRecord big = NewFile("big");
+  auto bo = Obj(big);
+  ASSERT_NE(bo, nullptr);
+  Model m;
+  for (uint32_t seed = 0;; ++seed) {
+    std::string piece = Pattern(64 << 10, 1000 + seed);
+    Status s = Write(*bo, m.bytes.size(), piece);
+    if (!s.ok()) {
+      ASSERT_EQ(s.code(), Code::kNoSpace) << s.message();
+      break;
+    }
+    m.write(m.bytes.size(), piece);
+  }
+  EXPECT_GE(m.bytes.size(), free - kDrives * uint64_t{kChunk}) << "free space stayed out of reach";
+  size_t max_extents = 0;
+  for (const auto& [index, rec] : Chunks(big.ino)) max_extents = std::max(max_extents, rec.replicas[0].extents.size());
+  EXPECT_GT(max_extents, 1u) << "no chunk needed more than one extent";
+  EXPECT_TRUE(SameBytes(Read(*bo, 0, m.bytes.size()), m.bytes));
+  for (const auto& o : files) EXPECT_TRUE(SameBytes(Read(*o, 0, small.size()), small));
+  // The records alone rebuild the same picture: every extent inside its drive, none overlapping.
+  std::vector<std::unique_ptr<SegmentAllocator>> rebuilt;
+  for (int i = 0; i < kDrives; ++i) rebuilt.push_back(NewBestFitAllocator(kCapacity, kBlock));
+  ASSERT_TRUE(kv_->scan(meta::ChunkPrefixAll(), [&](std::string_view, std::string_view v) {
+                   auto rec = meta::DecodeChunk(v);
+                   EXPECT_TRUE(rec.ok());
+                   for (const auto& r : rec->replicas) {
+                     for (const auto& e : r.extents) EXPECT_TRUE(rebuilt[r.segment]->mark_used(e.offset, e.length).ok());
+                   }
+                   return true;
+                 }).ok());
+  ASSERT_TRUE(store_->sync().ok());
+  for (int i = 0; i < kDrives; ++i) EXPECT_EQ(rebuilt[i]->free_bytes(), allocators_[i]->free_bytes()) << "drive " << i;
+  files.clear();
+  bo.reset();
+  NewStore();
+  auto again = Obj(big);
+  ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(SameBytes(Read(*again, 0, m.bytes.size()), m.bytes));
 }
 
 TEST_F(ObjectStoreTest, TrimGivesSpaceBack) {

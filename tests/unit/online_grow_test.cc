@@ -242,7 +242,7 @@ TEST(PlacerGrowTest, ConcurrentPlaceWhileASegmentIsAdded) {
         auto ext = placer.place(**strategy, {static_cast<uint64_t>(t), i, 4096}, 1, 1);
         ASSERT_TRUE(ext.ok());
         ASSERT_LE(ext->at(0).segment, 2u);
-        placer.release(ext.value(), 4096);
+        placer.release(ext.value());
       }
     });
   }

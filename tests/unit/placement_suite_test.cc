@@ -55,12 +55,12 @@ std::string Identifier(std::string s) {
   return s;
 }
 
-using Extents = std::vector<meta::Extent>;
+using Extents = std::vector<meta::Replica>;  // from contiguous placement: one extent each
 
 std::string Describe(const Extents& ex) {
   std::ostringstream os;
   os << "{";
-  for (size_t i = 0; i < ex.size(); ++i) os << (i ? ", " : "") << ex[i].segment << "@" << ex[i].offset;
+  for (size_t i = 0; i < ex.size(); ++i) os << (i ? ", " : "") << ex[i].segment << "@" << ex[i].extents.at(0).offset;
   os << "}";
   return os.str();
 }
@@ -145,35 +145,35 @@ class Pool {
         return testing::AssertionFailure() << "two replicas on segment " << e.segment << ": " << Describe(ex);
       }
       const Seg& s = segs_.at(e.segment);
-      if (e.offset % f_.unit != 0) {
-        return testing::AssertionFailure() << "offset " << e.offset << " on segment " << e.segment
+      if (e.extents.at(0).offset % f_.unit != 0) {
+        return testing::AssertionFailure() << "offset " << e.extents.at(0).offset << " on segment " << e.segment
                                            << " is not a multiple of the unit " << f_.unit;
       }
-      if (e.offset > s.capacity || s.capacity - e.offset < len) {
-        return testing::AssertionFailure() << "extent " << e.offset << "+" << len << " on segment " << e.segment
+      if (e.extents.at(0).offset > s.capacity || s.capacity - e.extents.at(0).offset < len) {
+        return testing::AssertionFailure() << "extent " << e.extents.at(0).offset << "+" << len << " on segment " << e.segment
                                            << " runs past the capacity " << s.capacity;
       }
-      auto next = s.live.lower_bound(e.offset);
-      if (next != s.live.end() && next->first < e.offset + len) {
-        return testing::AssertionFailure() << "extent " << e.offset << "+" << len << " on segment " << e.segment
+      auto next = s.live.lower_bound(e.extents.at(0).offset);
+      if (next != s.live.end() && next->first < e.extents.at(0).offset + len) {
+        return testing::AssertionFailure() << "extent " << e.extents.at(0).offset << "+" << len << " on segment " << e.segment
                                            << " overlaps live extent " << next->first << "+" << next->second;
       }
       if (next != s.live.begin()) {
         auto prev = std::prev(next);
-        if (prev->first + prev->second > e.offset) {
-          return testing::AssertionFailure() << "extent " << e.offset << "+" << len << " on segment " << e.segment
+        if (prev->first + prev->second > e.extents.at(0).offset) {
+          return testing::AssertionFailure() << "extent " << e.extents.at(0).offset << "+" << len << " on segment " << e.segment
                                              << " overlaps live extent " << prev->first << "+" << prev->second;
         }
       }
     }
-    for (const auto& e : ex) segs_.at(e.segment).live.emplace(e.offset, len);
+    for (const auto& e : ex) segs_.at(e.segment).live.emplace(e.extents.at(0).offset, len);
     return testing::AssertionSuccess();
   }
 
   void Forget(const Extents& ex, uint64_t len) {
     for (const auto& e : ex) {
       auto& live = segs_.at(e.segment).live;
-      auto it = live.find(e.offset);
+      auto it = live.find(e.extents.at(0).offset);
       ASSERT_TRUE(it != live.end() && it->second == len) << "forgetting an extent the oracle does not hold";
       live.erase(it);
     }
@@ -268,7 +268,7 @@ class PlacementSuite : public testing::TestWithParam<Param> {
   // Releases every placement through `placer`, checking the accounting after each.
   void ReleaseAll(Pool& pool, const Placer& placer, std::vector<Placement>& live) {
     for (const auto& p : live) {
-      placer.release(p.extents, p.len);
+      placer.release(p.extents);
       pool.Forget(p.extents, p.len);
       ASSERT_TRUE(pool.CheckAccounting());
     }
@@ -363,7 +363,7 @@ TEST_P(PlacementSuite, RandomizedAgainstOracle) {
       }
     } else {
       size_t i = rng() % live.size();
-      placer.release(live[i].extents, live[i].len);
+      placer.release(live[i].extents);
       pool.Forget(live[i].extents, live[i].len);
       live[i] = std::move(live.back());
       live.pop_back();
@@ -438,7 +438,7 @@ TEST_P(PlacementSuite, FullSegments) {
     ASSERT_GE(res->size(), min);
     ASSERT_TRUE(pool.Record(*res, L, ids));
     for (uint32_t id : ids) {  // reserved bytes match the extents returned
-      bool used = std::any_of(res->begin(), res->end(), [&](const meta::Extent& e) { return e.segment == id; });
+      bool used = std::any_of(res->begin(), res->end(), [&](const meta::Replica& e) { return e.segment == id; });
       EXPECT_EQ(before[id] - pool.alloc(id).free_bytes(), used ? L : 0) << "segment " << id;
     }
     live.push_back({*res, L});
@@ -453,7 +453,7 @@ TEST_P(PlacementSuite, FullSegments) {
 
   // Freed space is found again.
   Placement freed = live[live.size() / 2];
-  placer.release(freed.extents, freed.len);
+  placer.release(freed.extents);
   pool.Forget(freed.extents, freed.len);
   live.erase(live.begin() + static_cast<std::ptrdiff_t>(live.size() / 2));
   ASSERT_TRUE(pool.CheckAccounting());
@@ -608,7 +608,7 @@ TEST_P(PlacementSuite, StrategyRule) {
     while (true) {  // fill the preferred segment of chunk 20 directly
       auto off = full.allocate(unit());
       if (!off.ok()) break;
-      ASSERT_TRUE(pool.Record(Extents{meta::Extent{ids[pref], off.value()}}, unit(), ids));
+      ASSERT_TRUE(pool.Record(Extents{meta::Replica{ids[pref], {{off.value(), unit()}}}}, unit(), ids));
     }
     auto res = placer.place(strategy(), {h, 20, unit()}, 1, 1);
     ASSERT_TRUE(res.ok());
@@ -646,7 +646,7 @@ TEST_P(PlacementSuite, StrategyRule) {
       pool.Add(ids[i], units[i]);
       auto off = pool.alloc(ids[i]).allocate(used[i] * unit());
       ASSERT_TRUE(off.ok());
-      ASSERT_TRUE(pool.Record(Extents{meta::Extent{ids[i], off.value()}}, used[i] * unit(), ids));
+      ASSERT_TRUE(pool.Record(Extents{meta::Replica{ids[i], {{off.value(), used[i] * unit()}}}}, used[i] * unit(), ids));
     }
     Placer placer = pool.MakePlacer();
     for (int i = 0; i < 50; ++i) {
@@ -655,7 +655,7 @@ TEST_P(PlacementSuite, StrategyRule) {
       ASSERT_EQ(res->size(), 2u);
       EXPECT_EQ((*res)[0].segment, 1u);
       EXPECT_EQ((*res)[1].segment, 6u);
-      placer.release(*res, unit());
+      placer.release(*res);
     }
     ASSERT_TRUE(pool.CheckAccounting());
   } else if (name == "two-choice") {
@@ -672,7 +672,7 @@ TEST_P(PlacementSuite, StrategyRule) {
           uint64_t fill = (i == emptier ? 4 : 48) * unit();
           auto off = pool.alloc(id).allocate(fill);
           ASSERT_TRUE(off.ok());
-          ASSERT_TRUE(pool.Record(Extents{meta::Extent{id, off.value()}}, fill, ids));
+          ASSERT_TRUE(pool.Record(Extents{meta::Replica{id, {{off.value(), fill}}}}, fill, ids));
         }
         Placer placer = pool.MakePlacer();
         const int kDraws = 2000;
@@ -681,7 +681,7 @@ TEST_P(PlacementSuite, StrategyRule) {
           auto res = placer.place(strategy(), {rng(), static_cast<uint64_t>(i), unit()}, 1, 1);
           ASSERT_TRUE(res.ok());
           first += (*res)[0].segment == ids[emptier];
-          placer.release(*res, unit());
+          placer.release(*res);
         }
         ASSERT_TRUE(pool.CheckAccounting());
         EXPECT_GE(first, 1.5 / static_cast<double>(n) * kDraws)

@@ -145,12 +145,12 @@ TEST(PlacementTest, RamStrategyPlacesOnRamSegmentsOnlyAndTheOthersNever) {
       auto e = placer.place(*s, {ObjectHash("stripefs://t/" + name), i, 1 << 20}, 1, 1);
       ASSERT_TRUE(e.ok()) << name << ": " << e.status().message();
       EXPECT_NE(e->at(0).segment, 2u) << name << " placed chunk " << i << " on the RAM segment";
-      placer.release(e.value(), 1 << 20);
+      placer.release(e.value());
     }
   }
   auto r = Make(std::string(kRamStrategy));
   ASSERT_TRUE(r->ram_only());
-  std::vector<std::vector<meta::Extent>> held;
+  std::vector<std::vector<meta::Replica>> held;
   for (int i = 0; i < 8; ++i) {
     auto e = placer.place(*r, {ObjectHash("stripefs://t/ram"), static_cast<uint64_t>(i), 1 << 20}, 1, 1);
     ASSERT_TRUE(e.ok()) << e.status().message();

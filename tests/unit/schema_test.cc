@@ -4,6 +4,7 @@
 #include "meta/kv_store.h"
 
 #include <gtest/gtest.h>
+#include <tuple>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -59,7 +60,7 @@ ChunkRecord SampleChunk() {
   ChunkRecord c;
   c.length = 3 * kBlockSize + 100;  // 4 blocks
   c.capacity = 1u << 20;
-  c.replicas = {{2, 7 * 4096ull}, {0, (1ull << 36) + 4096}};
+  c.replicas = {{2, {{7 * 4096ull, 4096}, {16 * 4096ull, (1u << 20) - 4096}}}, {0, {{(1ull << 36) + 4096, 1u << 20}}}};
   c.crcs = {0xdeadbeef, 0, 0xffffffff, 0x12345678};
   c.pending = {{1, 0xcafef00d}, {3, 0x0badc0de}};
   return c;
@@ -93,9 +94,9 @@ void ExpectTruncationsRejected(const std::string& bytes, Decode decode) {
 }
 
 template <typename Decode>
-void ExpectWrongVersionRejected(std::string bytes, Decode decode) {
+void ExpectWrongVersionRejected(std::string bytes, Decode decode, std::vector<int> wrong = {0, 2, 0x7f, 0xff}) {
   ASSERT_FALSE(bytes.empty());
-  for (int v : {0, 2, 0x7f, 0xff}) {
+  for (int v : wrong) {
     bytes[0] = static_cast<char>(v);
     auto r = decode(bytes);
     ASSERT_FALSE(r.ok()) << "version byte " << v << " accepted";
@@ -153,7 +154,7 @@ TEST(SchemaTest, ChunkRoundTrip) {
   ChunkRecord one;
   one.length = 2 * kBlockSize;
   one.capacity = 2 * kBlockSize;
-  one.replicas = {{3, 0}};
+  one.replicas = {{3, {{0, 2 * kBlockSize}}}};
   one.crcs = {1, 2};
   auto d1 = RoundTripChunk(one);
   ASSERT_TRUE(d1.ok()) << d1.status().message();
@@ -161,7 +162,7 @@ TEST(SchemaTest, ChunkRoundTrip) {
 
   // Three replicas.
   ChunkRecord three = one;
-  three.replicas = {{0, 4096}, {1, 8192}, {2, 12288}};
+  three.replicas = {{0, {{4096, 2 * kBlockSize}}}, {1, {{16384, 2 * kBlockSize}}}, {2, {{32768, kBlockSize}, {8192, kBlockSize}}}};
   auto d3 = RoundTripChunk(three);
   ASSERT_TRUE(d3.ok()) << d3.status().message();
   ExpectSameChunk(d3.value(), three);
@@ -176,8 +177,14 @@ TEST(SchemaTest, ChunkRoundTrip) {
 TEST(SchemaTest, ChunkDecodeRejectsBadInput) {
   std::string bytes = EncodeChunk(SampleChunk());
   ExpectTruncationsRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
-  ExpectWrongVersionRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
+  ExpectWrongVersionRejected(bytes, [](std::string_view b) { return DecodeChunk(b); }, {0, 3, 0x7f, 0xff});
   ExpectTrailingBytesRejected(bytes, [](std::string_view b) { return DecodeChunk(b); });
+  // Extents that do not add up to the reserved bytes.
+  ChunkRecord short_replica = SampleChunk();
+  short_replica.replicas[1].extents[0].length -= 4096;
+  auto d = DecodeChunk(EncodeChunk(short_replica));
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kCorruption);
   // The checksum half, decoded into a record whose length says 4 blocks.
   std::string sums = EncodeChecksums(SampleChunk());
   auto decode_sums = [](std::string_view b) -> Result<ChunkRecord> {
@@ -188,6 +195,57 @@ TEST(SchemaTest, ChunkDecodeRejectsBadInput) {
   ExpectTruncationsRejected(sums, decode_sums);
   ExpectWrongVersionRejected(sums, decode_sums);
   ExpectTrailingBytesRejected(sums, decode_sums);
+}
+
+// The placement half as 0.1.0 wrote it (version 1): length, capacity, and
+// each replica's segment and offset; its bytes lie in one extent of capacity.
+TEST(SchemaTest, ChunkVersion1DecodesAsOneExtentPerReplica) {
+  std::string v1(1, '\x01');
+  auto put32 = [&](uint32_t x) { v1.append(reinterpret_cast<const char*>(&x), 4); };
+  auto put64 = [&](uint64_t x) { v1.append(reinterpret_cast<const char*>(&x), 8); };
+  put32(5000);      // length
+  put32(8192);      // capacity
+  put32(2);         // replicas
+  put32(1);
+  put64(1u << 20);  // segment 1 at 1 MiB
+  put32(3);
+  put64(40960);     // segment 3 at 40 KiB
+  auto d = DecodeChunk(v1);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->length, 5000u);
+  EXPECT_EQ(d->capacity, 8192u);
+  ASSERT_EQ(d->replicas.size(), 2u);
+  EXPECT_EQ(d->replicas[0], (Replica{1, {{1u << 20, 8192}}}));
+  EXPECT_EQ(d->replicas[1], (Replica{3, {{40960, 8192}}}));
+  // Stored again, it is written in today's version and reads back the same.
+  std::string v2 = EncodeChunk(d.value());
+  EXPECT_EQ(static_cast<uint8_t>(v2[0]), 2u);
+  auto again = DecodeChunk(v2);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->replicas, d->replicas);
+  ExpectTruncationsRejected(v1, [](std::string_view b) { return DecodeChunk(b); });
+  ExpectTrailingBytesRejected(v1, [](std::string_view b) { return DecodeChunk(b); });
+}
+
+TEST(SchemaTest, ReplicaMapsCutsAndAppends) {
+  Replica r{0, {{100 * 4096, 2 * 4096}, {10 * 4096, 4096}, {50 * 4096, 3 * 4096}}};
+  EXPECT_EQ(r.bytes(), 6u * 4096);
+  std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> pieces;
+  r.map(4096, 4 * 4096, [&](uint64_t at, uint64_t from, uint64_t n) { pieces.emplace_back(at, from, n); });
+  EXPECT_EQ(pieces, (std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>{
+                        {101 * 4096, 0, 4096}, {10 * 4096, 4096, 4096}, {50 * 4096, 2 * 4096, 2 * 4096}}));
+  Replica cut = r;
+  std::vector<Extent> rest;
+  cut.cut(4 * 4096, &rest);  // inside the third extent
+  EXPECT_EQ(cut.extents, (std::vector<Extent>{{100 * 4096, 2 * 4096}, {10 * 4096, 4096}, {50 * 4096, 4096}}));
+  EXPECT_EQ(rest, (std::vector<Extent>{{51 * 4096, 2 * 4096}}));
+  rest.clear();
+  cut.cut(2 * 4096, &rest);  // at an extent's end
+  EXPECT_EQ(cut.extents, (std::vector<Extent>{{100 * 4096, 2 * 4096}}));
+  EXPECT_EQ(rest, (std::vector<Extent>{{10 * 4096, 4096}, {50 * 4096, 4096}}));
+  cut.append({102 * 4096, 4096});  // right after the last: it grows
+  cut.append({7 * 4096, 4096});    // elsewhere: a new extent
+  EXPECT_EQ(cut.extents, (std::vector<Extent>{{100 * 4096, 3 * 4096}, {7 * 4096, 4096}}));
 }
 
 TEST(SchemaTest, ChunkDecodeRejectsCrcCountDisagreeingWithLength) {
@@ -208,7 +266,7 @@ class ChecksumPagesTest : public testing::Test {
     ChunkRecord c;
     c.length = blocks * kBlockSize;
     c.capacity = 4u << 20;
-    c.replicas = {{1, 8192}};
+    c.replicas = {{1, {{8192, 4u << 20}}}};
     for (uint32_t b = 0; b < blocks; ++b) c.crcs.push_back(0x1000 + b);
     return c;
   }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -117,6 +118,41 @@ class PowerLossTest : public ::testing::Test {
     model->replace(off, len, data);
   }
 
+  // Torn power cuts (see the test of that name below) after rounds of random writes.
+  void TornPowerCuts(uint64_t seed, int rounds);
+
+  // Fills the drives with 16 KiB files, then deletes every other one in
+  // drive-offset order and syncs: free space is left in 16 KiB runs.
+  void Splinter() {
+    std::vector<std::pair<std::pair<uint32_t, uint64_t>, uint64_t>> placed;  // (segment, offset) -> ino
+    const std::string data(16 << 10, 's');
+    for (int i = 0;; ++i) {
+      meta::NewInode n;
+      n.mode = S_IFREG | 0644;
+      n.chunk_size = kChunk;
+      n.strategy = "striped";
+      auto r = ns_->create(meta::kRootIno, "s" + std::to_string(i), n);
+      ASSERT_TRUE(r.ok());
+      auto obj = store_->object(r.value()).value();
+      auto w = store_->write(*obj, 0, data.data(), data.size());
+      if (!w.ok()) {
+        ASSERT_EQ(w.status().code(), Code::kNoSpace) << w.status().message();
+        break;
+      }
+      ASSERT_TRUE(store_->trim(*obj).ok());
+      const meta::Replica rep = store_->load_chunks(r->ino).value().at(0).replicas.at(0);
+      placed.push_back({{rep.segment, rep.extents.at(0).offset}, r->ino});
+    }
+    std::sort(placed.begin(), placed.end());
+    for (size_t k = 0; k < placed.size(); k += 2) {
+      auto inode = ns_->get(placed[k].second);
+      ASSERT_TRUE(inode.ok());
+      auto obj = store_->object(inode.value()).value();
+      ASSERT_TRUE(store_->truncate(*obj, 0, 1).ok());
+    }
+    ASSERT_TRUE(store_->sync().ok());
+  }
+
   std::filesystem::path dir_;
   std::vector<int> fds_;
   std::unique_ptr<IoBackend> uring_;
@@ -154,9 +190,9 @@ TEST_F(PowerLossTest, PowerCutLeavesExactlyTheSyncedState) {
 // it was synced, as some write since left it, or — an in-place overwrite whose
 // data landed but whose checksum was not yet durable — fails with EIO. Never
 // other bytes.
-TEST_F(PowerLossTest, TornPowerCutLeavesEveryBlockOldNewOrUnreadable) {
+void PowerLossTest::TornPowerCuts(uint64_t seed, int rounds) {
   constexpr size_t kB = meta::kBlockSize;
-  std::mt19937_64 rng(19);
+  std::mt19937_64 rng(seed);
   std::string model, synced;
   std::vector<std::set<std::string>> since_sync;  // by block: contents it had after each op since the sync
   auto block = [&](const std::string& s, size_t b) {
@@ -165,7 +201,7 @@ TEST_F(PowerLossTest, TornPowerCutLeavesEveryBlockOldNewOrUnreadable) {
     return out;
   };
   int unreadable = 0, newer = 0;
-  for (int round = 0; round < 60; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     for (int i = 0; i < 6; ++i) {
       std::string before = model;
       RandomOp(rng, &model);
@@ -226,6 +262,20 @@ TEST_F(PowerLossTest, TornPowerCutLeavesEveryBlockOldNewOrUnreadable) {
   // by a later sync of another write before the cut.
   EXPECT_GT(unreadable, 0);
   std::printf("torn power cuts: %d blocks unreadable, %d blocks with newer bytes\n", unreadable, newer);
+}
+
+TEST_F(PowerLossTest, TornPowerCutLeavesEveryBlockOldNewOrUnreadable) { TornPowerCuts(19, 60); }
+
+// The same with free space in runs of 16 KiB only: every chunk of the file
+// lies in many extents, so a torn cut tears writes that span them.
+TEST_F(PowerLossTest, TornPowerCutOfChunksInManyExtents) {
+  Splinter();
+  TornPowerCuts(23, 45);
+  auto chunks = store_->load_chunks(ino_);
+  ASSERT_TRUE(chunks.ok());
+  size_t most = 0;
+  for (const auto& [index, rec] : chunks.value()) most = std::max(most, rec.replicas.at(0).extents.size());
+  EXPECT_GT(most, 8u) << "the file's chunks did not lie in many extents";
 }
 
 // A drive that starts failing reads at run time: chunks with another replica

@@ -29,6 +29,7 @@
 #include "meta/kv_store.h"
 #include "meta/namespace.h"
 #include "meta/schema.h"
+#include "meta/chunk_table.h"
 
 namespace stripefs::bench {
 namespace {

@@ -10,6 +10,7 @@
 
 #include "engine/crc32c.h"
 #include "engine/pool.h"
+#include "meta/chunk_table.h"
 
 namespace stripefs {
 
@@ -114,23 +115,16 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
   std::map<uint64_t, uint64_t> footprint;
   std::vector<uint64_t> verified_blocks(1, 0);
   std::set<std::pair<uint64_t, uint64_t>> chunk_keys;
-  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefixAll(), [&](std::string_view k, std::string_view v) {
-    uint64_t ino = meta::InoFromKey(k), index = meta::ChunkIndexFromKey(k);
+  SFS_RETURN_IF_ERROR(meta::ForEachChunkPlacement(kv_.get(), [&](uint64_t ino, uint64_t index,
+                                                                Result<meta::ChunkRecord> rec) {
     std::string where = fmt::format("chunk {} of inode {}", index, ino);
-    auto rec = meta::DecodeChunk(v);
     if (!rec.ok()) {
       problem(where + ": record cannot be decoded");
       return true;
     }
     chunk_keys.emplace(ino, index);
-    meta::ChecksumLoader checksums;
-    Status sums = kv_->scan(meta::ChecksumKey(ino, index), [&](std::string_view k, std::string_view v) {
-      return checksums.add(k, v, &rec.value()).ok();
-    });
-    if (!sums.ok()) {
+    if (Status sums = meta::LoadChecksums(kv_.get(), ino, index, &rec.value()); !sums.ok()) {
       problem(fmt::format("{}: checksum records cannot be read: {}", where, sums.message()));
-    } else if (!checksums.complete(index, rec.value())) {
-      problem(where + ": checksum records are missing, cannot be decoded or do not match its length");
     }
     auto it = inodes.find(ino);
     if (it == inodes.end() || !S_ISREG(it->second.mode)) {

@@ -11,6 +11,7 @@
 #include "engine/aligned_buffer.h"
 #include "engine/crc32c.h"
 #include "engine/striper.h"
+#include "meta/chunk_table.h"
 
 namespace stripefs {
 
@@ -111,34 +112,7 @@ void ObjectStore::forget_if_unused(uint64_t ino) {
   if (it != objects_.end() && it->second.use_count() == 1) objects_.erase(it);
 }
 
-Result<std::map<uint64_t, ChunkRecord>> ObjectStore::load_chunks(uint64_t ino) {
-  std::map<uint64_t, ChunkRecord> chunks;
-  Status bad;
-  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefix(ino), [&](std::string_view k, std::string_view v) {
-    auto rec = meta::DecodeChunk(v);
-    if (!rec.ok()) {
-      bad = rec.status();
-      return false;
-    }
-    chunks.emplace(meta::ChunkIndexFromKey(k), std::move(rec).value());
-    return true;
-  }));
-  SFS_RETURN_IF_ERROR(bad);
-  meta::ChecksumLoader checksums;
-  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChecksumPrefix(ino), [&](std::string_view k, std::string_view v) {
-    auto it = chunks.find(meta::ChunkIndexFromKey(k));
-    if (it == chunks.end()) return true;  // fsck reports strays; reads do not need them
-    bad = checksums.add(k, v, &it->second);
-    return bad.ok();
-  }));
-  SFS_RETURN_IF_ERROR(bad);
-  for (const auto& [index, rec] : chunks) {
-    if (!checksums.complete(index, rec)) {
-      return Status::Corruption(fmt::format("inode {}: chunk {} lacks checksums", ino, index));
-    }
-  }
-  return chunks;
-}
+Result<std::map<uint64_t, ChunkRecord>> ObjectStore::load_chunks(uint64_t ino) { return meta::LoadChunks(kv_, ino); }
 
 Status ObjectStore::ensure_loaded(Object& obj) {
   if (obj.loaded) return Status::OK();
@@ -906,7 +880,7 @@ Result<bool> ObjectStore::trim(Object& obj) {
     after.capacity = need;
     add_freed(CutReplicas(after.replicas, need), &freed);
     footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
-    txn.put(meta::ChunkKey(obj.ino, index), meta::EncodeChunk(after));  // only the capacity changed
+    meta::PutPlacement(&txn, obj.ino, index, after);  // only the reserved bytes changed
     trimmed[index] = std::move(after);
   }
   if (txn.empty()) return false;

@@ -1,5 +1,6 @@
 // Pool: formatting, opening with drive checks, usage and placement (fsck is in fsck.cc).
 #include "engine/pool.h"
+#include "meta/chunk_table.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -406,12 +407,7 @@ Status Pool::drop_ram_files() {
   // Their chunks named memory of the last mount: records go, no space is given back.
   for (uint64_t ino : inos) {
     meta::Transaction txn;
-    for (const std::string& prefix : {meta::ChunkPrefix(ino), meta::ChecksumPrefix(ino)}) {
-      SFS_RETURN_IF_ERROR(kv_->scan(prefix, [&](std::string_view k, std::string_view) {
-        txn.del(std::string(k));
-        return true;
-      }));
-    }
+    SFS_RETURN_IF_ERROR(meta::DeleteAllChunks(kv_.get(), ino, &txn));
     SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
   }
   spdlog::info("{} files of ram directories were dropped: their data lived in memory until the last unmount",
@@ -457,15 +453,14 @@ bool Pool::holds_chunks(uint32_t id) const {
 
 Status Pool::rebuild_allocators() {
   Status bad;
-  SFS_RETURN_IF_ERROR(kv_->scan(meta::ChunkPrefixAll(), [&](std::string_view k, std::string_view v) {
-    auto rec = meta::DecodeChunk(v);
+  SFS_RETURN_IF_ERROR(meta::ForEachChunkPlacement(kv_.get(), [&](uint64_t ino, uint64_t index, Result<meta::ChunkRecord> rec) {
     if (!rec.ok()) {
       bad = rec.status();
       return false;
     }
     for (const auto& e : rec->replicas) {
       if (!holds_chunks(e.segment)) {
-        bad = Status::Corruption(fmt::format("a chunk of inode {} names unknown segment {}", meta::InoFromKey(k), e.segment));
+        bad = Status::Corruption(fmt::format("a chunk of inode {} names unknown segment {}", ino, e.segment));
         return false;
       }
       if (!allocators_[e.segment]) continue;  // a drive missing from a degraded mount
@@ -475,7 +470,7 @@ Status Pool::rebuild_allocators() {
       }
       if (!s.ok()) {
         bad = Status::Corruption(fmt::format("chunk {} of inode {} on segment {}: {} (run `stripefs fsck`)",
-                                             meta::ChunkIndexFromKey(k), meta::InoFromKey(k), e.segment, s.message()));
+                                             index, ino, e.segment, s.message()));
         return false;
       }
     }

@@ -366,7 +366,9 @@ Status DecodeChecksumRange(std::string_view bytes, uint32_t first, uint32_t last
 uint32_t PageStart(uint32_t page) { return page * kChecksumPageBlocks; }
 uint32_t PageEnd(const ChunkRecord& c, uint32_t page) { return std::min(c.blocks(), PageStart(page + 1)); }
 
-bool SamePage(const ChunkRecord& a, const ChunkRecord& b, uint32_t page) {
+}  // namespace
+
+bool SameChecksumPage(const ChunkRecord& a, const ChunkRecord& b, uint32_t page) {
   const uint32_t first = PageStart(page), last = PageEnd(a, page);
   if (last != PageEnd(b, page) || a.crcs.size() < last || b.crcs.size() < last ||
       !std::equal(a.crcs.begin() + first, a.crcs.begin() + last, b.crcs.begin() + first)) {
@@ -381,8 +383,6 @@ bool SamePage(const ChunkRecord& a, const ChunkRecord& b, uint32_t page) {
     if (*x != *y) return false;
   }
 }
-
-}  // namespace
 
 std::string EncodeChecksums(const ChunkRecord& c) {
   return EncodeChecksumRange(c, 0, static_cast<uint32_t>(c.crcs.size()));
@@ -426,34 +426,6 @@ bool ChecksumLoader::complete(uint64_t index, const ChunkRecord& rec) const {
   auto it = records_.find(index);
   const uint32_t records = it == records_.end() ? 0 : it->second;
   return rec.whole_checksum_record ? records == 1 : records == rec.checksum_pages();
-}
-
-void PutChecksums(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r) {
-  if (stored.whole_checksum_record) txn->del(ChecksumKey(ino, index));  // replaced by pages
-  for (uint32_t page = 0; page < r.checksum_pages(); ++page) {
-    if (stored.whole_checksum_record || page >= stored.checksum_pages() || !SamePage(stored, r, page)) {
-      txn->put(ChecksumPageKey(ino, index, page), EncodeChecksumPage(r, page));
-    }
-  }
-  if (!stored.whole_checksum_record) {
-    for (uint32_t page = r.checksum_pages(); page < stored.checksum_pages(); ++page) {
-      txn->del(ChecksumPageKey(ino, index, page));
-    }
-  }
-}
-
-void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r) {
-  txn->put(ChunkKey(ino, index), EncodeChunk(r));
-  PutChecksums(txn, ino, index, stored, r);
-}
-
-void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored) {
-  txn->del(ChunkKey(ino, index));
-  if (stored.whole_checksum_record) {
-    txn->del(ChecksumKey(ino, index));
-    return;
-  }
-  for (uint32_t page = 0; page < stored.checksum_pages(); ++page) txn->del(ChecksumPageKey(ino, index, page));
 }
 
 }  // namespace stripefs::meta

@@ -192,6 +192,8 @@ std::string EncodeChecksums(const ChunkRecord& r);
 Status DecodeChecksums(std::string_view bytes, ChunkRecord* rec);
 // One page of the checksum half: blocks [page * kChecksumPageBlocks, ...) of rec.
 std::string EncodeChecksumPage(const ChunkRecord& r, uint32_t page);
+// Whether page `page` holds the same checksums (and pending ones) in a and b.
+bool SameChecksumPage(const ChunkRecord& a, const ChunkRecord& b, uint32_t page);
 
 // Builds the checksum halves of one inode's chunk records from the records
 // under their ChecksumKey (a whole-chunk record or pages), fed in any order.
@@ -209,12 +211,6 @@ class ChecksumLoader {
   bool failed_ = false;
 };
 
-// A chunk's records into (or out of) one transaction. stored: what the
-// metadata holds for the chunk now (a default record if nothing); r: what it
-// is to hold. Only the checksum pages that change are written.
-class Transaction;
-void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r);
-void PutChecksums(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r);
-void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored);
+// PutChunk, DeleteChunk and loading: meta/chunk_table.h.
 
 }  // namespace stripefs::meta

@@ -1,5 +1,6 @@
 // Metadata schema: record encodings and key layout.
 #include "meta/schema.h"
+#include "meta/chunk_table.h"
 
 #include "meta/kv_store.h"
 

@@ -168,14 +168,14 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
       std::unique_ptr<char, decltype(&free)> buf(static_cast<char*>(raw), &free);
       for (const auto& e : rec->replicas) {
         if (e.segment >= fds_.size() || fds_[e.segment] < 0) continue;
-        std::vector<IoRequest> reqs;
-        e.map(0, std::min<uint64_t>(bytes, e.bytes()), [&](uint64_t at, uint64_t from, uint64_t n) {
-          reqs.push_back({IoRequest::Op::kRead, e.segment, kDataOffset + at, buf.get() + from, static_cast<size_t>(n)});
-        });
         if (e.bytes() < bytes) {
           problem(fmt::format("{}: the replica on drive {} is shorter than its data", where, e.segment));
           continue;
         }
+        std::vector<IoRequest> reqs;
+        e.map(0, bytes, [&](uint64_t at, uint64_t from, uint64_t n) {
+          reqs.push_back({IoRequest::Op::kRead, e.segment, kDataOffset + at, buf.get() + from, static_cast<size_t>(n)});
+        });
         if (Status s = io_->run(reqs); !s.ok()) {
           problem(fmt::format("{}: cannot be read from drive {}: {}", where, e.segment, s.message()));
           continue;

@@ -500,8 +500,9 @@ Result<std::pair<std::vector<Replica>, uint32_t>> ObjectStore::reserve(const Obj
     // sync unconditionally: that waits for any release in progress.
     if (attempt == 0) SFS_RETURN_IF_ERROR(sync_and_release());
   }
-  return Status::NoSpace(fmt::format("pool is full: chunk {} of object {} needs {} bytes on each of {} replica(s): {}",
-                                     index, obj.uri, need, obj.replicas, why.message()));
+  return Status::NoSpace(fmt::format("pool is full: chunk {} of object {} needs {} bytes on each of {} replica(s): {} ({})",
+                                     index, obj.uri, need, obj.replicas, why.message(),
+                                     placer_.describe_free(obj.strategy->ram_only())));
 }
 
 bool ObjectStore::grow_in_place(ChunkRecord& rec, uint32_t to, bool spread) {

@@ -232,9 +232,11 @@ Result<std::vector<meta::Replica>> Placer::place(const PlacementStrategy& strate
   }
   if (placed.size() < std::max<uint32_t>(min, 1)) {
     release(placed);
-    return Status::NoSpace(fmt::format("no room for {} bytes{} on {} distinct {}s ({})", req.length,
+    // Cheap: a failed attempt to reserve ahead is routine; the caller that
+    // gives up adds describe_free().
+    return Status::NoSpace(fmt::format("no room for {} bytes{} on {} distinct {}s", req.length,
                                        req.spread ? "" : " in one run", std::max<uint32_t>(min, 1),
-                                       strategy.ram_only() ? "RAM segment" : "drive", describe_free(strategy.ram_only())));
+                                       strategy.ram_only() ? "RAM segment" : "drive"));
   }
   return placed;
 }

@@ -86,8 +86,8 @@ class Placer {
   // Reserves req.length bytes on up to `want` distinct segments, in the
   // strategy's order: in one free run each, or spread over several
   // (req.spread). Succeeds when at least `min` replicas were placed (1 <= min
-  // <= want); otherwise releases what it reserved and returns kNoSpace with
-  // what each segment had free. The filesystem asks for min == want: a chunk
+  // <= want); otherwise releases what it reserved and returns kNoSpace
+  // (describe_free() says why). The filesystem asks for min == want: a chunk
   // is stored with all its replicas or not at all.
   Result<std::vector<meta::Replica>> place(const PlacementStrategy& strategy, const PlacementRequest& req,
                                            uint32_t want, uint32_t min) const;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "meta/schema.h"
-#include "meta/status.h"
+#include "base/status.h"
 
 namespace stripefs {
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "meta/status.h"
+#include "base/status.h"
 
 namespace stripefs {
 

@@ -14,7 +14,7 @@
 
 #include "engine/allocator.h"
 #include "meta/schema.h"
-#include "meta/status.h"
+#include "base/status.h"
 
 namespace stripefs {
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "meta/status.h"
+#include "base/status.h"
 
 namespace stripefs {
 

@@ -11,7 +11,7 @@
 #include <map>
 
 #include "meta/schema.h"
-#include "meta/status.h"
+#include "base/status.h"
 
 namespace stripefs::meta {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "meta/status.h"
+#include "base/status.h"
 
 namespace stripefs::meta {
 

@@ -1,7 +1,7 @@
 // The one place a Status becomes an errno (at the FUSE edge and the object API).
 #include <cerrno>
 
-#include "meta/status.h"
+#include "base/status.h"
 
 namespace stripefs {
 

@@ -29,7 +29,7 @@
 #include "engine/aligned_buffer.h"
 #include "engine/allocator.h"
 #include "engine/chunk_cache.h"
-#include "engine/io_backend.h"
+#include "engine/io/io_backend.h"
 #include "engine/placement.h"
 #include "meta/namespace.h"
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
+#include "engine/io/io_backend.h"  // kMaxSegments
 #include "meta/schema.h"
 #include "base/status.h"
 
@@ -58,11 +59,6 @@ uint64_t ObjectHash(std::string_view uri);
 // or kRamStrategy; kInvalidArgument names the choices otherwise.
 Result<std::unique_ptr<PlacementStrategy>> MakeStrategy(std::string_view name);
 const std::vector<std::string>& StrategyNames();
-
-// Most segments (drives and RAM) a pool can have: tables indexed by segment id
-// on the data path (the placer's, the object store's, the I/O backend's) are
-// sized to this once, so a drive added to a mounted pool never moves them.
-inline constexpr uint32_t kMaxSegments = 256;
 
 // The segments new chunks may go to, and the one routine that places replicas
 // on them: used by the object store and by the allocation benchmark alike.

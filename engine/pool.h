@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
-#include "engine/io_backend.h"
+#include "engine/io/io_backend.h"
 #include "engine/object_store.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"

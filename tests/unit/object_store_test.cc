@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
-#include "engine/io_backend.h"
+#include "engine/io/io_backend.h"
 #include "engine/placement.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"

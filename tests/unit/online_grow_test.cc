@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "engine/allocator.h"
-#include "engine/io_backend.h"
+#include "engine/io/io_backend.h"
 #include "engine/object_store.h"
 #include "engine/placement.h"
 #include "engine/pool.h"

@@ -14,9 +14,9 @@
 #include <random>
 #include <set>
 
-#include "engine/fault_injection_backend.h"
+#include "tests/support/fault_injection_backend.h"
 #include "engine/object_store.h"
-#include "meta/fault_injection_kv_store.h"
+#include "tests/support/fault_injection_kv_store.h"
 
 namespace stripefs {
 namespace {

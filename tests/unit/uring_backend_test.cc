@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/aligned_buffer.h"
-#include "engine/io_backend.h"
+#include "engine/io/io_backend.h"
 
 namespace stripefs {
 namespace {

@@ -11,6 +11,11 @@
 
 namespace stripefs {
 
+// Most segments (drives and RAM) a pool can have: tables indexed by segment id
+// on the data path (the placer's, the object store's, the I/O backend's) are
+// sized to this once, so a drive added to a mounted pool never moves them.
+inline constexpr uint32_t kMaxSegments = 256;
+
 struct IoRequest {
   enum class Op { kRead, kWrite };
   Op op;
@@ -40,7 +45,7 @@ class IoBackend {
 
 // io_uring backend over open file descriptors, fds[i] serving segment i
 // (-1 for a segment that has no file). Does not own the descriptors.
-// add_segment() takes segments up to kMaxSegments (engine/placement.h).
+// add_segment() takes segments up to kMaxSegments.
 std::unique_ptr<IoBackend> NewUringBackend(std::vector<int> fds);
 
 }  // namespace stripefs

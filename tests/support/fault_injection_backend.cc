@@ -1,6 +1,6 @@
 // FaultInjectionBackend: saves the bytes each write replaces (plain pread and
 // pwrite through an aligned bounce buffer, so O_DIRECT descriptors work).
-#include "engine/fault_injection_backend.h"
+#include "tests/support/fault_injection_backend.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

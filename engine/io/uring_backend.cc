@@ -13,8 +13,7 @@
 #include <memory>
 #include <mutex>
 
-#include "engine/io_backend.h"
-#include "engine/placement.h"
+#include "engine/io/io_backend.h"
 
 namespace stripefs {
 namespace {

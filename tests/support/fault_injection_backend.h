@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/io_backend.h"
+#include "engine/io/io_backend.h"
 
 namespace stripefs {
 

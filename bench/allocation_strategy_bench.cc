@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/allocator.h"
-#include "engine/placement.h"
+#include "engine/placement/allocator.h"
+#include "engine/placement/placement.h"
 #include "engine/pool.h"  // ParseSize
 
 namespace stripefs::bench {

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/allocator.h"
-#include "engine/placement.h"
+#include "engine/placement/allocator.h"
+#include "engine/placement/placement.h"
 
 namespace stripefs::bench {
 namespace {

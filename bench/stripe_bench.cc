@@ -89,7 +89,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 #include "engine/pool.h"
 #include "meta/namespace.h"
 #include "meta/schema.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 #include "engine/pool.h"
 
 namespace stripefs {

@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "engine/aligned_buffer.h"
-#include "engine/allocator.h"
+#include "engine/placement/allocator.h"
 #include "engine/chunk_cache.h"
 #include "engine/io/io_backend.h"
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 #include "meta/namespace.h"
 
 namespace stripefs {

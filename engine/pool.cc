@@ -24,7 +24,7 @@
 #include <utility>
 
 #include "engine/crc32c.h"
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 #include "engine/superblock.h"
 
 namespace stripefs {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/allocator.h"
+#include "engine/placement/allocator.h"
 #include "engine/io/io_backend.h"
 #include "engine/object_store.h"
 #include "meta/kv_store.h"

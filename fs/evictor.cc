@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 
 namespace stripefs::fs {
 

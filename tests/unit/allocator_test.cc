@@ -1,6 +1,6 @@
 // SegmentAllocator contract tests, parameterized over allocator factories so
 // new allocators can be added to kFactories and get the same coverage.
-#include "engine/allocator.h"
+#include "engine/placement/allocator.h"
 
 #include <gtest/gtest.h>
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/allocator.h"
+#include "engine/placement/allocator.h"
 #include "engine/io/io_backend.h"
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"
 #include "tests/unit/test_namespace.h"

@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/allocator.h"
+#include "engine/placement/allocator.h"
 #include "engine/io/io_backend.h"
 #include "engine/object_store.h"
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 #include "engine/pool.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"

@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/allocator.h"
-#include "engine/placement.h"
+#include "engine/placement/allocator.h"
+#include "engine/placement/placement.h"
 #include "meta/schema.h"
 
 namespace stripefs {

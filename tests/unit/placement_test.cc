@@ -1,5 +1,5 @@
 // Placement strategies and the object hash.
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 
 #include <gtest/gtest.h>
 

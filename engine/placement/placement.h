@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/allocator.h"
+#include "engine/placement/allocator.h"
 #include "engine/io/io_backend.h"  // kMaxSegments
 #include "meta/schema.h"
 #include "base/status.h"

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <set>
 
-#include "engine/allocator.h"
+#include "engine/placement/allocator.h"
 
 namespace stripefs {
 namespace {

@@ -1,5 +1,5 @@
 // The placement strategies and the Placer.
-#include "engine/placement.h"
+#include "engine/placement/placement.h"
 
 #include <fmt/format.h>
 

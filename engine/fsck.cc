@@ -8,7 +8,7 @@
 #include <memory>
 #include <set>
 
-#include "engine/crc32c.h"
+#include "engine/store/crc32c.h"
 #include "engine/pool.h"
 #include "meta/chunk_table.h"
 

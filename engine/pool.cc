@@ -23,7 +23,7 @@
 #include <set>
 #include <utility>
 
-#include "engine/crc32c.h"
+#include "engine/store/crc32c.h"
 #include "engine/placement/placement.h"
 #include "engine/superblock.h"
 

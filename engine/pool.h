@@ -14,7 +14,7 @@
 
 #include "engine/placement/allocator.h"
 #include "engine/io/io_backend.h"
-#include "engine/object_store.h"
+#include "engine/store/object_store.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"
 

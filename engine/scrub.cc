@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
-#include "engine/crc32c.h"
+#include "engine/store/crc32c.h"
 #include "engine/pool.h"
 
 namespace stripefs {

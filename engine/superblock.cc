@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "engine/crc32c.h"
+#include "engine/store/crc32c.h"
 
 namespace stripefs {
 namespace {

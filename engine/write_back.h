@@ -33,7 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/object_store.h"
+#include "engine/store/object_store.h"
 
 namespace stripefs {
 

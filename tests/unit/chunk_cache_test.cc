@@ -1,5 +1,5 @@
 // The RAM tier's read cache: eviction policies and coherence with writes.
-#include "engine/chunk_cache.h"
+#include "engine/store/chunk_cache.h"
 
 #include <gtest/gtest.h>
 

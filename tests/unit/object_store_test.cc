@@ -1,6 +1,6 @@
 // ObjectStore over real drive files, io_uring, best-fit allocators and an
 // in-memory metadata store.
-#include "engine/object_store.h"
+#include "engine/store/object_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -24,7 +24,7 @@
 
 #include "engine/placement/allocator.h"
 #include "engine/io/io_backend.h"
-#include "engine/object_store.h"
+#include "engine/store/object_store.h"
 #include "engine/placement/placement.h"
 #include "engine/pool.h"
 #include "meta/kv_store.h"

@@ -15,7 +15,7 @@
 #include <set>
 
 #include "tests/support/fault_injection_backend.h"
-#include "engine/object_store.h"
+#include "engine/store/object_store.h"
 #include "tests/support/fault_injection_kv_store.h"
 
 namespace stripefs {

@@ -1,5 +1,5 @@
 // SplitRange: cutting a byte range of an object into per-chunk pieces.
-#include "engine/striper.h"
+#include "engine/store/striper.h"
 
 #include <gtest/gtest.h>
 

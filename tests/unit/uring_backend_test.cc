@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/aligned_buffer.h"
+#include "engine/store/aligned_buffer.h"
 #include "engine/io/io_backend.h"
 
 namespace stripefs {

@@ -1,5 +1,5 @@
 // ObjectStore: the write protocol is described in object_store.h.
-#include "engine/object_store.h"
+#include "engine/store/object_store.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "engine/aligned_buffer.h"
-#include "engine/crc32c.h"
-#include "engine/striper.h"
+#include "engine/store/aligned_buffer.h"
+#include "engine/store/crc32c.h"
+#include "engine/store/striper.h"
 #include "meta/chunk_table.h"
 
 namespace stripefs {

@@ -1,5 +1,5 @@
 // ChunkCache and its eviction policies.
-#include "engine/chunk_cache.h"
+#include "engine/store/chunk_cache.h"
 
 #include <algorithm>
 #include <cstring>

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/aligned_buffer.h"
+#include "engine/store/aligned_buffer.h"
 #include "engine/placement/allocator.h"
-#include "engine/chunk_cache.h"
+#include "engine/store/chunk_cache.h"
 #include "engine/io/io_backend.h"
 #include "engine/placement/placement.h"
 #include "meta/namespace.h"

@@ -32,7 +32,7 @@
 
 #include "engine/placement/allocator.h"
 #include "engine/placement/placement.h"
-#include "engine/pool.h"  // ParseSize
+#include "engine/pool/pool.h"  // ParseSize
 
 namespace stripefs::bench {
 namespace {

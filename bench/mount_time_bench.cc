@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"
 #include "meta/schema.h"

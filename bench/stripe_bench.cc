@@ -90,7 +90,7 @@
 #include <vector>
 
 #include "engine/placement/placement.h"
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "meta/namespace.h"
 #include "meta/schema.h"
 

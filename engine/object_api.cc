@@ -11,9 +11,9 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "engine/layout.h"
+#include "engine/pool/layout.h"
 #include "engine/name_index.h"
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "engine/write_back.h"
 #include "stripefs/objects.h"
 

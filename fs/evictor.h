@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 
 namespace stripefs::fs {
 

@@ -19,7 +19,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "engine/layout.h"
+#include "engine/pool/layout.h"
 #include "fs/fuse_fs.h"
 #include "fs/evictor.h"
 #include "fs/request_stats.h"

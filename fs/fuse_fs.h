@@ -8,7 +8,7 @@
 
 #include <spdlog/common.h>
 
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "fs/evictor.h"
 
 namespace stripefs::fs {

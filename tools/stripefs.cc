@@ -22,7 +22,7 @@
 #include <set>
 #include <string>
 
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "fs/fuse_fs.h"
 
 namespace stripefs {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "meta/namespace.h"
 #include "stripefs/objects.h"
 #include "tests/unit/test_pool.h"

@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "stripefs/objects.h"
 #include "tests/unit/test_pool.h"
 

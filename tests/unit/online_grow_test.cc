@@ -26,7 +26,7 @@
 #include "engine/io/io_backend.h"
 #include "engine/store/object_store.h"
 #include "engine/placement/placement.h"
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "meta/kv_store.h"
 #include "meta/namespace.h"
 #include "tests/unit/test_namespace.h"

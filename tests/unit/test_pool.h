@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 
 namespace stripefs::testing_support {
 

@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "tests/unit/test_pool.h"
 
 namespace stripefs {

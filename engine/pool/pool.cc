@@ -1,5 +1,5 @@
 // Pool: formatting, opening with drive checks, usage and placement (fsck is in fsck.cc).
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "meta/chunk_table.h"
 
 #include <fcntl.h>
@@ -25,7 +25,7 @@
 
 #include "engine/store/crc32c.h"
 #include "engine/placement/placement.h"
-#include "engine/superblock.h"
+#include "engine/pool/superblock.h"
 
 namespace stripefs {
 

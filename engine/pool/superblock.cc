@@ -1,5 +1,5 @@
 // Superblock encoding: a fixed 4 KiB block with magic, fields and a crc32c.
-#include "engine/superblock.h"
+#include "engine/pool/superblock.h"
 
 #include <unistd.h>
 

@@ -1,11 +1,11 @@
 // Per-directory layout attributes.
-#include "engine/layout.h"
+#include "engine/pool/layout.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "engine/placement/placement.h"
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 
 namespace stripefs {
 

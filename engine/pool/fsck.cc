@@ -9,7 +9,7 @@
 #include <set>
 
 #include "engine/store/crc32c.h"
-#include "engine/pool.h"
+#include "engine/pool/pool.h"
 #include "meta/chunk_table.h"
 
 namespace stripefs {

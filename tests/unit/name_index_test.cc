@@ -1,6 +1,6 @@
 // NameIndex against std::map: random inserts, lookups and erases, through
 // growth and the backward shift that erasing from a run of slots needs.
-#include "engine/name_index.h"
+#include "api/name_index.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The write-back buffer over a real pool (drive files, RocksDB, io_uring).
-#include "engine/write_back.h"
+#include "api/write_back.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

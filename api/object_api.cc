@@ -12,9 +12,9 @@
 #include <unordered_map>
 
 #include "engine/pool/layout.h"
-#include "engine/name_index.h"
+#include "api/name_index.h"
 #include "engine/pool/pool.h"
-#include "engine/write_back.h"
+#include "api/write_back.h"
 #include "stripefs/objects.h"
 
 namespace stripefs::api {

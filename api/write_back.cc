@@ -1,5 +1,5 @@
 // WriteBackBuffer (see write_back.h).
-#include "engine/write_back.h"
+#include "api/write_back.h"
 
 #include <spdlog/spdlog.h>
 

@@ -131,27 +131,28 @@ def _unmount(m, abort=False):
             subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True, timeout=30)
         except subprocess.TimeoutExpired:
             pass
-    if pid:
-        deadline = time.monotonic() + 30
-        while _pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _pid_alive(pid):
-            # Only the daemon this run mounted, and only when it does not exit by itself.
-            log(f"cleanup: daemon {pid} still running 30 s after the unmount; SIGTERM")
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + 15
-            while _pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _pid_alive(pid):
-                log(f"cleanup: daemon {pid} ignored SIGTERM; SIGKILL")
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+    # Only the daemon this run mounted, and only when it does not exit by itself.
+    if pid and not _exits_within(pid, 30):
+        log(f"cleanup: daemon {pid} still running 30 s after the unmount; SIGTERM")
+        _signal(pid, signal.SIGTERM)
+        if not _exits_within(pid, 15):
+            log(f"cleanup: daemon {pid} ignored SIGTERM; SIGKILL")
+            _signal(pid, signal.SIGKILL)
     return not _is_mounted(mnt)
+
+
+def _exits_within(pid, seconds):
+    deadline = time.monotonic() + seconds
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _pid_alive(pid)
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def cleanup(abort=False):

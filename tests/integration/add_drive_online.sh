@@ -101,21 +101,20 @@ cmp "$TMP/old.ref" "$MNT/old" || fail "the old file differs after a remount"
 cmp "$TMP/new.ref" "$MNT/new" || fail "the new file differs after a remount"
 ok "a remount reads both files"
 
+# refused_on_mount OPTION WHY: a mount with -o OPTION refuses an online add, saying WHY, and creates no drive file.
+refused_on_mount() {
+    MOUNT_OPTS=(-o "$1")
+    mount_pool
+    MOUNT_OPTS=()
+    refuse "$2" "$MNT" "$TMP/other.img:64M"
+    [[ ! -e "$TMP/other.img" ]] || fail "a mount with -o $1 created the refused drive"
+    unmount_pool
+}
 # A degraded mount refuses an online add: the missing drive comes first.
 unmount_pool
 mv "${DRIVES[0]}" "$TMP/away.img"
-MOUNT_OPTS=(-o degraded)
-mount_pool
-MOUNT_OPTS=()
-refuse "degraded" "$MNT" "$TMP/other.img:64M"
-[[ ! -e "$TMP/other.img" ]] || fail "a degraded mount created the refused drive"
-unmount_pool
+refused_on_mount degraded "degraded"
 mv "$TMP/away.img" "${DRIVES[0]}"
 # A read-only mount: the kernel refuses the setxattr, the CLI says why.
-MOUNT_OPTS=(-o ro)
-mount_pool
-MOUNT_OPTS=()
-refuse "the mount is read-only" "$MNT" "$TMP/other.img:64M"
-[[ ! -e "$TMP/other.img" ]] || fail "a read-only mount created the refused drive"
-unmount_pool
+refused_on_mount ro "the mount is read-only"
 fsck_pool

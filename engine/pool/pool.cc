@@ -25,6 +25,7 @@
 
 #include "engine/store/crc32c.h"
 #include "engine/placement/placement.h"
+#include "engine/pool/drive_files.h"
 #include "engine/pool/superblock.h"
 
 namespace stripefs {
@@ -42,78 +43,6 @@ std::string NewUuid() {
   return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
                      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
                      b[15]);
-}
-
-// Size of an open regular file or block device.
-Result<uint64_t> DeviceSize(int fd, const std::string& path) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return Status::IOError(fmt::format("cannot stat {}: {}", path, strerror(errno)));
-  if (S_ISBLK(st.st_mode)) {
-    uint64_t bytes = 0;
-    if (ioctl(fd, BLKGETSIZE64, &bytes) != 0) {
-      return Status::IOError(fmt::format("cannot size block device {}: {}", path, strerror(errno)));
-    }
-    return bytes;
-  }
-  if (!S_ISREG(st.st_mode)) return Status::Invalid(fmt::format("{} is neither a regular file nor a block device", path));
-  return static_cast<uint64_t>(st.st_size);
-}
-
-uint64_t UsableCapacity(uint64_t size) {
-  return size <= kDataOffset ? 0 : (size - kDataOffset) / meta::kBlockSize * meta::kBlockSize;
-}
-
-// Opens a drive for data I/O, with O_DIRECT where the file system allows it.
-int OpenDrive(const std::string& path, bool writable) {
-  int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
-  int fd = open(path.c_str(), flags | O_DIRECT);
-  if (fd < 0 && errno == EINVAL) fd = open(path.c_str(), flags);
-  return fd;
-}
-
-// A drive opened to become segment `id` of a pool (add-drive, replace-drive).
-struct JoiningDrive {
-  int fd = -1;
-  std::string path;          // absolute
-  uint64_t device_size = 0;  // before any growing
-  bool resuming = false;     // it holds the very superblock it is to get (a run that stopped)
-  JoiningDrive() = default;
-  JoiningDrive(JoiningDrive&& o) noexcept
-      : fd(std::exchange(o.fd, -1)), path(std::move(o.path)), device_size(o.device_size), resuming(o.resuming) {}
-  JoiningDrive& operator=(JoiningDrive&&) = delete;
-  ~JoiningDrive() {
-    if (fd >= 0) close(fd);
-  }
-};
-
-// Opens the drive that is to be segment id (replacing: in place of the drive
-// the pool has there). Refused when it is already another of the pool's
-// drives, or holds a pool (another one, or another segment) and force is not
-// given; created when a size is given.
-Result<JoiningDrive> OpenDriveToJoin(const meta::PoolConfig& config, const DriveSpec& drive, uint32_t id,
-                                     bool replacing, bool force) {
-  JoiningDrive d;
-  std::error_code ec;
-  d.path = std::filesystem::absolute(drive.path, ec).string();
-  for (const auto& other : config.segments) {
-    if (other.kind == "drive" && !(replacing && other.id == id) && std::filesystem::equivalent(other.path, d.path, ec)) {
-      return Status::Invalid(fmt::format("{} is drive {} of this pool already", drive.path, other.id));
-    }
-  }
-  d.fd = open(drive.path.c_str(), O_RDWR | O_CLOEXEC | (drive.size ? O_CREAT : 0), 0600);
-  if (d.fd < 0 && errno == ENOENT) {
-    return Status::NotFound(fmt::format("drive {} does not exist (give a size, PATH:SIZE, to create it)", drive.path));
-  }
-  if (d.fd < 0) return Status::IOError(fmt::format("cannot open drive {}: {}", drive.path, strerror(errno)));
-  auto existing = ReadSuperblock(d.fd);
-  d.resuming = existing.ok() && existing.value() && existing.value()->pool_uuid == config.uuid &&
-               existing.value()->segment_id == id;
-  if (!d.resuming && !force && (!existing.ok() || existing.value())) {
-    return Status::Exists(fmt::format("drive {} already holds a stripefs pool{} (use --force to overwrite it)",
-                                      drive.path, existing.ok() ? " " + existing.value()->pool_uuid : ""));
-  }
-  SFS_ASSIGN_OR_RETURN(d.device_size, DeviceSize(d.fd, drive.path));
-  return d;
 }
 
 // Checks a drive the pool in config is to take as its next segment, creates

@@ -1,30 +1,23 @@
-// Pool: formatting, opening with drive checks, usage and placement (fsck is in fsck.cc).
+// Pool: opening a pool (its configuration, drives with their checks, the RAM
+// segment, allocators rebuilt from the chunk records) and closing it; paths
+// resolved to inodes; the df and placement reports. Format is in format.cc,
+// adding and replacing drives in drives.cc, capacity and the metadata reserve
+// in space.cc, fsck and scrub in fsck.cc and scrub.cc.
 #include "engine/pool/pool.h"
 #include "meta/chunk_table.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <linux/fs.h>
-#include <openssl/rand.h>
-#include <rocksdb/db.h>
-#include <rocksdb/options.h>
 #include <spdlog/spdlog.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <set>
 #include <utility>
 
-#include "engine/store/crc32c.h"
-#include "engine/placement/placement.h"
 #include "engine/pool/drive_files.h"
 #include "engine/pool/superblock.h"
 

@@ -1,6 +1,7 @@
-// Best-fit allocator: free runs kept in two ordered indexes (by offset for
-// coalescing, by length for best fit).
+// The segment allocators and their registry by name. Best fit: free runs kept
+// in two ordered indexes (by offset for coalescing, by length for best fit).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <map>
@@ -166,6 +167,37 @@ class BestFitAllocator final : public SegmentAllocator {
 
 std::unique_ptr<SegmentAllocator> NewBestFitAllocator(uint64_t capacity, uint64_t unit) {
   return std::make_unique<BestFitAllocator>(capacity, unit);
+}
+
+namespace {
+
+struct RegisteredAllocator {
+  std::string_view name;
+  std::unique_ptr<SegmentAllocator> (*make)(uint64_t capacity, uint64_t unit);
+};
+
+// Every allocator, once: MakeAllocator() and AllocatorNames() read only this.
+constexpr RegisteredAllocator kRegistry[] = {
+    {kBestFitAllocator, NewBestFitAllocator},
+};
+
+}  // namespace
+
+const std::vector<std::string>& AllocatorNames() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const RegisteredAllocator& r : kRegistry) names.emplace_back(r.name);
+    return names;
+  }();
+  return kNames;
+}
+
+Result<std::unique_ptr<SegmentAllocator>> MakeAllocator(std::string_view name, uint64_t capacity, uint64_t unit) {
+  for (const RegisteredAllocator& r : kRegistry) {
+    if (r.name == name) return r.make(capacity, unit);
+  }
+  return Status::Invalid(
+      fmt::format("unknown allocator '{}' (choose one of: {})", name, fmt::join(AllocatorNames(), ", ")));
 }
 
 }  // namespace stripefs

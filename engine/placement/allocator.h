@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "meta/schema.h"
@@ -46,5 +48,18 @@ class SegmentAllocator {
 // Best fit over free runs indexed by offset and by length, with coalescing:
 // O(log n) per operation and no rounding beyond unit.
 std::unique_ptr<SegmentAllocator> NewBestFitAllocator(uint64_t capacity, uint64_t unit);
+
+// The allocators by name. Each is registered once, in allocator.cc; whatever
+// enumerates AllocatorNames() (the allocator contract tests, the placement
+// suite) picks a new one up.
+inline constexpr std::string_view kBestFitAllocator = "best-fit";
+// The allocator a pool gives each of its segments.
+inline constexpr std::string_view kPoolAllocator = kBestFitAllocator;
+
+// A new allocator of a registered name over capacity bytes in units of unit
+// bytes; kInvalidArgument names the choices for an unknown name.
+Result<std::unique_ptr<SegmentAllocator>> MakeAllocator(std::string_view name, uint64_t capacity, uint64_t unit);
+// Every registered allocator's name, in registration order.
+const std::vector<std::string>& AllocatorNames();
 
 }  // namespace stripefs

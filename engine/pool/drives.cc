@@ -77,9 +77,9 @@ Result<uint32_t> Pool::add_drive(const DriveSpec& drive, bool force) {
   }
   // 1. The drive's superblock, as offline.
   SFS_ASSIGN_OR_RETURN(meta::SegmentConfig seg, FormatNewDrive(config, drive, force));
+  SFS_ASSIGN_OR_RETURN(auto allocator, MakeAllocator(kPoolAllocator, seg.capacity, kDriveAllocationUnit));
   int fd = OpenDrive(seg.path, true);
   if (fd < 0) return Status::IOError(fmt::format("cannot open drive {}: {}", seg.path, strerror(errno)));
-  auto allocator = NewBestFitAllocator(seg.capacity, kDriveAllocationUnit);
   // 2. The configuration, synced, before any chunk can be placed on the drive:
   // a chunk record never names a segment the stored configuration lacks, so
   // a crash anywhere in here leaves a pool that mounts (with or without it).

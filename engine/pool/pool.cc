@@ -117,7 +117,7 @@ Status Pool::open_ram_segment(const meta::SegmentConfig& seg) {
     return Status::IOError(fmt::format("cannot size the RAM segment to {} bytes: {}", seg.capacity, strerror(errno)));
   }
   fds_[seg.id] = fd;
-  allocators_[seg.id] = NewBestFitAllocator(seg.capacity, kDriveAllocationUnit);
+  SFS_ASSIGN_OR_RETURN(allocators_[seg.id], MakeAllocator(kPoolAllocator, seg.capacity, kDriveAllocationUnit));
   return Status::OK();
 }
 
@@ -176,7 +176,7 @@ Status Pool::open_drive(const meta::SegmentConfig& seg, Mode mode) {
     return Status::Corruption(fmt::format("{} is truncated: {} bytes, the pool needs {}", name, size,
                                           kDataOffset + seg.capacity));
   }
-  allocators_[seg.id] = NewBestFitAllocator(seg.capacity, kDriveAllocationUnit);
+  SFS_ASSIGN_OR_RETURN(allocators_[seg.id], MakeAllocator(kPoolAllocator, seg.capacity, kDriveAllocationUnit));
   return Status::OK();
 }
 

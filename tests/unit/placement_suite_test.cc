@@ -1,14 +1,12 @@
 // Placement contract suite: every allocator implementation x every placement
 // strategy, driven through Placer::place (the routine the object store uses)
 // and checked after every operation against an oracle that tracks each live
-// extent. A new allocator is one line in Allocators(); a new strategy is
-// picked up from StrategyNames().
+// extent. A new allocator is picked up from AllocatorNames() (see
+// registered_allocators.h), a new strategy from StrategyNames().
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -24,36 +22,10 @@
 #include "engine/placement/allocator.h"
 #include "engine/placement/placement.h"
 #include "meta/schema.h"
+#include "tests/unit/registered_allocators.h"
 
 namespace stripefs {
 namespace {
-
-// ---------------------------------------------------------------------------
-// Parameters.
-
-struct AllocatorFactory {
-  std::string name;  // part of the test name: letters, digits, underscores
-  uint64_t unit;
-  std::function<std::unique_ptr<SegmentAllocator>(uint64_t capacity)> make;
-};
-
-void PrintTo(const AllocatorFactory& f, std::ostream* os) { *os << f.name; }
-
-// Every allocator implementation under test, one line each.
-const std::vector<AllocatorFactory>& Allocators() {
-  static const std::vector<AllocatorFactory> kAll = {
-      {"BestFit4096", kDriveAllocationUnit, [](uint64_t c) { return NewBestFitAllocator(c, kDriveAllocationUnit); }},
-      {"BestFit64", kRamAllocationUnit, [](uint64_t c) { return NewBestFitAllocator(c, kRamAllocationUnit); }},
-  };
-  return kAll;
-}
-
-std::string Identifier(std::string s) {
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
 
 using Extents = std::vector<meta::Replica>;  // from contiguous placement: one extent each
 
@@ -66,12 +38,12 @@ std::string Describe(const Extents& ex) {
 }
 
 // ---------------------------------------------------------------------------
-// The oracle: a pool of segments built with one allocator factory, and every
+// The oracle: a pool of segments built with one allocator under test, and every
 // extent the test believes is live on each of them.
 
 class Pool {
  public:
-  explicit Pool(const AllocatorFactory& f) : f_(f) {}
+  explicit Pool(const AllocatorUnderTest& f) : f_(f) {}
 
   uint64_t unit() const { return f_.unit; }
 
@@ -229,7 +201,7 @@ class Pool {
     std::unique_ptr<SegmentAllocator> alloc;
     std::map<uint64_t, uint64_t> live;  // offset -> length
   };
-  const AllocatorFactory& f_;
+  const AllocatorUnderTest& f_;
   std::map<uint32_t, Seg> segs_;
   std::vector<uint32_t> ids_;  // in the order added (= positions in MakePlacer())
 };
@@ -251,7 +223,7 @@ double Ratio(const SegmentView& v) { return v.capacity ? static_cast<double>(v.f
 // ---------------------------------------------------------------------------
 // The suite: allocators x strategies.
 
-using Param = std::tuple<AllocatorFactory, std::string>;
+using Param = std::tuple<AllocatorUnderTest, std::string>;
 
 class PlacementSuite : public testing::TestWithParam<Param> {
  protected:
@@ -260,10 +232,10 @@ class PlacementSuite : public testing::TestWithParam<Param> {
     ASSERT_TRUE(s.ok()) << s.status().message();
     strategy_ = std::move(s).value();
   }
-  const AllocatorFactory& factory() const { return std::get<0>(GetParam()); }
+  const AllocatorUnderTest& allocator() const { return std::get<0>(GetParam()); }
   const std::string& strategy_name() const { return std::get<1>(GetParam()); }
   const PlacementStrategy& strategy() const { return *strategy_; }
-  uint64_t unit() const { return factory().unit; }
+  uint64_t unit() const { return allocator().unit; }
 
   // Releases every placement through `placer`, checking the accounting after each.
   void ReleaseAll(Pool& pool, const Placer& placer, std::vector<Placement>& live) {
@@ -305,7 +277,7 @@ TEST_P(PlacementSuite, ReplicasOnDistinctSegments) {
   for (size_t nsegs : {3, 5}) {
     for (uint32_t r = 1; r <= 3; ++r) {
       SCOPED_TRACE("segments=" + std::to_string(nsegs) + " R=" + std::to_string(r));
-      Pool pool(factory());
+      Pool pool(allocator());
       for (size_t i = 0; i < nsegs; ++i) pool.Add(static_cast<uint32_t>(11 + 5 * (nsegs - i)), 512);
       Placer placer = pool.MakePlacer();
       std::mt19937_64 rng(100 + r);
@@ -328,7 +300,7 @@ TEST_P(PlacementSuite, ReplicasOnDistinctSegments) {
 // success exactly when at least `min` segments have a long-enough free run,
 // and then min(want, such segments) replicas; failures reserve nothing.
 TEST_P(PlacementSuite, RandomizedAgainstOracle) {
-  Pool pool(factory());
+  Pool pool(allocator());
   const std::vector<uint32_t> ids = {7, 2, 13, 0, 5};
   const uint64_t units[] = {256, 192, 320, 256, 128};
   for (size_t i = 0; i < ids.size(); ++i) pool.Add(ids[i], units[i]);
@@ -383,7 +355,7 @@ TEST_P(PlacementSuite, RandomizedAgainstOracle) {
 // some segments had room; with min < want it places on exactly the segments
 // that have room and reserves exactly the returned extents.
 TEST_P(PlacementSuite, FullSegments) {
-  Pool pool(factory());
+  Pool pool(allocator());
   const std::vector<uint32_t> ids = {4, 9, 1, 6};
   const uint64_t L = 3 * unit();
   const uint64_t units[] = {24, 12, 6, 3};  // 8L, 4L, 2L, 1L
@@ -473,7 +445,7 @@ TEST_P(PlacementSuite, FullSegments) {
 // kNoSpace uses (nearly) all of the pool: every strategy falls back to a
 // segment with room once its preferred ones are full.
 TEST_P(PlacementSuite, SkewedCapacitiesFillUp) {
-  Pool pool(factory());
+  Pool pool(allocator());
   const std::vector<uint32_t> ids = {5, 0, 3, 8, 2, 7};
   for (size_t i = 0; i < ids.size(); ++i) pool.Add(ids[i], i % 2 == 0 ? 90 : 30);
   Placer placer = pool.MakePlacer();
@@ -502,7 +474,7 @@ TEST_P(PlacementSuite, SkewedCapacitiesFillUp) {
 // A segment added later: a new Placer over the old allocators plus a new one
 // places on the new segment and releases extents placed by the old Placer.
 TEST_P(PlacementSuite, SegmentAddedLater) {
-  Pool pool(factory());
+  Pool pool(allocator());
   const std::vector<uint32_t> old_ids = {0, 1, 2, 3}, new_ids = {0, 1, 2, 3, 4};
   for (uint32_t id : old_ids) pool.Add(id, 32);
   Placer old_placer = pool.MakePlacer(old_ids);
@@ -588,7 +560,7 @@ TEST_P(PlacementSuite, StrategyRule) {
     }
     // Through the Placer: replicas on the preferred segment and the next ones
     // around the ring, skipping a full one.
-    Pool pool(factory());
+    Pool pool(allocator());
     const std::vector<uint32_t> ids = {12, 3, 40, 7, 21};
     for (uint32_t id : ids) pool.Add(id, 16);
     Placer placer = pool.MakePlacer();
@@ -638,7 +610,7 @@ TEST_P(PlacementSuite, StrategyRule) {
       }
     }
     // Through the Placer: the emptiest (by share) of five segments of different sizes.
-    Pool pool(factory());
+    Pool pool(allocator());
     const std::vector<uint32_t> ids = {8, 1, 6, 3, 0};
     const uint64_t units[] = {64, 32, 64, 16, 48};
     const uint64_t used[] = {40, 4, 20, 8, 36};  // free ratios 0.375, 0.875, 0.6875, 0.5, 0.25
@@ -663,7 +635,7 @@ TEST_P(PlacementSuite, StrategyRule) {
     // 1/N (it wins whenever it is one of the two looks: about 2/N).
     for (size_t n : {4, 8}) {
       for (size_t emptier : {size_t{0}, n / 2, n - 1}) {
-        Pool pool(factory());
+        Pool pool(allocator());
         std::vector<uint32_t> ids;
         for (size_t i = 0; i < n; ++i) {
           auto id = static_cast<uint32_t>(20 + i);
@@ -721,210 +693,10 @@ TEST_P(PlacementSuite, StrategyRule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllocatorsByStrategies, PlacementSuite,
-                         testing::Combine(testing::ValuesIn(Allocators()), testing::ValuesIn(StrategyNames())),
+                         testing::Combine(testing::ValuesIn(AllocatorsUnderTest()), testing::ValuesIn(StrategyNames())),
                          [](const testing::TestParamInfo<Param>& info) {
-                           return Identifier(std::get<0>(info.param).name + "_" + std::get<1>(info.param));
+                           return std::get<0>(info.param).test_name() + "_" + TestNamePart(std::get<1>(info.param));
                          });
-
-// ---------------------------------------------------------------------------
-// SegmentAllocator's interface directly, for every allocator.
-
-class SegmentAllocatorContract : public testing::TestWithParam<AllocatorFactory> {
- protected:
-  uint64_t u() const { return GetParam().unit; }
-  std::unique_ptr<SegmentAllocator> Make(uint64_t units) { return GetParam().make(units * u()); }
-};
-
-std::vector<std::pair<uint64_t, uint64_t>> FreeRuns(const SegmentAllocator& a) {
-  std::vector<std::pair<uint64_t, uint64_t>> runs;
-  a.for_each_free([&](uint64_t off, uint64_t len) { runs.emplace_back(off, len); });
-  std::sort(runs.begin(), runs.end());
-  return runs;
-}
-
-TEST_P(SegmentAllocatorContract, FreshSegmentIsOneFreeRun) {
-  auto a = Make(64);
-  EXPECT_EQ(a->unit(), u());
-  EXPECT_EQ(a->capacity(), 64 * u());
-  EXPECT_EQ(a->free_bytes(), 64 * u());
-  EXPECT_EQ(a->fragmentation(), 0.0);
-  using Runs = std::vector<std::pair<uint64_t, uint64_t>>;
-  EXPECT_EQ(FreeRuns(*a), (Runs{{0, 64 * u()}}));
-}
-
-TEST_P(SegmentAllocatorContract, TryExtend) {
-  auto a = Make(64);
-  auto x = a->allocate(2 * u());
-  ASSERT_TRUE(x.ok());
-  uint64_t free = a->free_bytes();
-  // Grows into free space after it.
-  ASSERT_TRUE(a->try_extend(x.value(), 2 * u(), 5 * u()));
-  EXPECT_EQ(a->free_bytes(), free - 3 * u());
-  free = a->free_bytes();
-  // Allocations never land in the grown part.
-  std::vector<std::pair<uint64_t, uint64_t>> others;
-  while (true) {
-    auto y = a->allocate(3 * u());
-    if (!y.ok()) {
-      EXPECT_EQ(y.status().code(), Code::kNoSpace);
-      break;
-    }
-    EXPECT_TRUE(y.value() + 3 * u() <= x.value() || y.value() >= x.value() + 5 * u())
-        << "allocation at " << y.value() << " overlaps the extended extent at " << x.value();
-    others.emplace_back(y.value(), 3 * u());
-  }
-  ASSERT_FALSE(others.empty());
-  free = a->free_bytes();
-  // Cannot grow into used bytes (nor partly): nothing changes.
-  for (const auto& [off, len] : others) {
-    EXPECT_FALSE(a->try_extend(off, len, len + 3 * u())) << off << " has neighbours or the end after it";
-    EXPECT_EQ(a->free_bytes(), free);
-  }
-  // Free the neighbour after x (if one exists) and grow into exactly its space.
-  auto after = std::find_if(others.begin(), others.end(), [&](auto& o) { return o.first == x.value() + 5 * u(); });
-  if (after != others.end()) {
-    a->release(after->first, after->second);
-    EXPECT_FALSE(a->try_extend(x.value(), 5 * u(), 9 * u())) << "only 3 units are free after it";
-    EXPECT_EQ(a->free_bytes(), free + 3 * u());
-    EXPECT_TRUE(a->try_extend(x.value(), 5 * u(), 8 * u()));
-    EXPECT_EQ(a->free_bytes(), free);
-    others.erase(after);
-    a->release(x.value(), 8 * u());
-  } else {
-    a->release(x.value(), 5 * u());
-  }
-  for (const auto& [off, len] : others) a->release(off, len);
-  // Not past the end of the segment.
-  auto tail = Make(8);
-  ASSERT_TRUE(tail->mark_used(6 * u(), 2 * u()).ok());
-  EXPECT_FALSE(tail->try_extend(6 * u(), 2 * u(), 3 * u()));
-  EXPECT_EQ(tail->free_bytes(), 6 * u());
-  EXPECT_EQ(a->free_bytes(), a->capacity());
-  EXPECT_EQ(a->fragmentation(), 0.0);
-}
-
-TEST_P(SegmentAllocatorContract, MarkUsedOverlappingIsCorruption) {
-  auto a = Make(32);
-  ASSERT_TRUE(a->mark_used(4 * u(), 3 * u()).ok());  // [4, 7)
-  EXPECT_EQ(a->free_bytes(), 29 * u());
-  struct Case {
-    uint64_t off, len;
-  };
-  for (Case c : {Case{4, 3}, Case{5, 1}, Case{2, 3}, Case{6, 2}, Case{3, 5}, Case{0, 32}, Case{6, 1}}) {
-    Status s = a->mark_used(c.off * u(), c.len * u());
-    EXPECT_EQ(s.code(), Code::kCorruption) << "[" << c.off << ", " << c.off + c.len << ") overlaps [4, 7)";
-    EXPECT_EQ(a->free_bytes(), 29 * u()) << "a refused mark_used changed the free space";
-  }
-  EXPECT_TRUE(a->mark_used(7 * u(), 1 * u()).ok());  // adjacent is fine
-  EXPECT_TRUE(a->mark_used(0, 4 * u()).ok());
-  EXPECT_EQ(a->free_bytes(), 24 * u());
-  // allocate() never hands out marked bytes.
-  while (true) {
-    auto x = a->allocate(u());
-    if (!x.ok()) break;
-    EXPECT_GE(x.value(), 8 * u());
-  }
-  EXPECT_EQ(a->free_bytes(), 0u);
-}
-
-TEST_P(SegmentAllocatorContract, MarkUsedOutsideSegmentIsCorruption) {
-  auto a = Make(32);
-  EXPECT_EQ(a->mark_used(31 * u(), 2 * u()).code(), Code::kCorruption);
-  EXPECT_EQ(a->mark_used(32 * u(), u()).code(), Code::kCorruption);
-  EXPECT_EQ(a->mark_used(100 * u(), u()).code(), Code::kCorruption);
-  EXPECT_EQ(a->free_bytes(), 32 * u());
-  EXPECT_EQ(FreeRuns(*a).size(), 1u);
-}
-
-// A corrupted chunk record can carry any 64-bit offset: one so large that
-// offset + len wraps around must be refused, not carved out of the segment.
-TEST_P(SegmentAllocatorContract, MarkUsedRejectsExtentsThatWrapAround) {
-  auto a = Make(32);
-  const uint64_t top = std::numeric_limits<uint64_t>::max() - u() + 1;  // unit-aligned, last unit of 2^64
-  EXPECT_EQ(a->mark_used(top, 2 * u()).code(), Code::kCorruption) << "offset " << top << " len " << 2 * u();
-  EXPECT_EQ(a->free_bytes(), 32 * u());
-  EXPECT_EQ(a->mark_used(u(), top).code(), Code::kCorruption) << "offset " << u() << " len " << top;
-  EXPECT_EQ(a->free_bytes(), 32 * u());
-  using Runs = std::vector<std::pair<uint64_t, uint64_t>>;
-  EXPECT_EQ(FreeRuns(*a), (Runs{{0, 32 * u()}}));
-}
-
-TEST_P(SegmentAllocatorContract, FragmentationAndFreeRuns) {
-  auto a = Make(64);
-  EXPECT_EQ(a->fragmentation(), 0.0);
-  std::vector<uint64_t> offs;
-  for (int i = 0; i < 64; ++i) {
-    auto x = a->allocate(u());
-    ASSERT_TRUE(x.ok());
-    offs.push_back(x.value());
-  }
-  EXPECT_EQ(a->free_bytes(), 0u);
-  EXPECT_TRUE(FreeRuns(*a).empty());
-  std::sort(offs.begin(), offs.end());
-  // Splinter: free every other unit, then a run of three.
-  for (size_t i = 0; i < offs.size(); i += 2) a->release(offs[i], u());
-  auto check_runs = [&](const char* when) {
-    auto runs = FreeRuns(*a);
-    uint64_t sum = 0, prev_end = 0;
-    for (const auto& [off, len] : runs) {
-      EXPECT_GT(len, 0u) << when;
-      EXPECT_EQ(off % u(), 0u) << when;
-      EXPECT_EQ(len % u(), 0u) << when;
-      EXPECT_GE(off, prev_end) << when << ": runs overlap";
-      EXPECT_LE(off + len, a->capacity()) << when;
-      prev_end = off + len;
-      sum += len;
-    }
-    EXPECT_EQ(sum, a->free_bytes()) << when;
-    return runs.size();
-  };
-  EXPECT_EQ(check_runs("every other unit free"), 32u);
-  EXPECT_EQ(a->free_bytes(), 32 * u());
-  EXPECT_GT(a->fragmentation(), 0.0);
-  EXPECT_LE(a->fragmentation(), 1.0);
-  double splintered = a->fragmentation();
-  a->release(offs[1], u());  // joins runs 0 and 2: one run of three
-  EXPECT_EQ(check_runs("one run of three"), 31u);
-  EXPECT_GT(a->fragmentation(), 0.0);
-  EXPECT_LT(a->fragmentation(), splintered) << "a longer largest run is less fragmented";
-  // Everything back: one run again.
-  for (size_t i = 3; i < offs.size(); i += 2) a->release(offs[i], u());
-  EXPECT_EQ(check_runs("all free"), 1u);
-  EXPECT_EQ(a->free_bytes(), a->capacity());
-  EXPECT_EQ(a->fragmentation(), 0.0);
-  // Two free runs: > 0.
-  auto x = a->allocate(2 * u());
-  auto y = a->allocate(2 * u());
-  ASSERT_TRUE(x.ok() && y.ok());
-  a->release(x.value(), 2 * u());
-  if (x.value() == 0) {
-    EXPECT_EQ(check_runs("a hole and the tail"), 2u);
-    EXPECT_GT(a->fragmentation(), 0.0);
-  }
-  a->release(y.value(), 2 * u());
-  EXPECT_EQ(a->fragmentation(), 0.0);
-  EXPECT_EQ(check_runs("all free again"), 1u);
-}
-
-TEST_P(SegmentAllocatorContract, AllocateRefusesWhatDoesNotFit) {
-  auto a = Make(16);
-  auto x = a->allocate(17 * u());
-  ASSERT_FALSE(x.ok());
-  EXPECT_EQ(x.status().code(), Code::kNoSpace);
-  // Free space split 8 + 7 units: 8 fits, 9 does not though 15 are free.
-  ASSERT_TRUE(a->mark_used(8 * u(), u()).ok());
-  x = a->allocate(9 * u());
-  ASSERT_FALSE(x.ok());
-  EXPECT_EQ(x.status().code(), Code::kNoSpace);
-  EXPECT_EQ(a->free_bytes(), 15 * u());
-  x = a->allocate(8 * u());
-  ASSERT_TRUE(x.ok());
-  EXPECT_EQ(x.value(), 0u);
-  EXPECT_EQ(a->free_bytes(), 7 * u());
-}
-
-INSTANTIATE_TEST_SUITE_P(Allocators, SegmentAllocatorContract, testing::ValuesIn(Allocators()),
-                         [](const testing::TestParamInfo<AllocatorFactory>& info) { return Identifier(info.param.name); });
 
 }  // namespace
 }  // namespace stripefs

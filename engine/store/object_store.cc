@@ -63,7 +63,7 @@ std::vector<DriveSlot> SizedDriveTable(std::vector<DriveSlot> drives) {
 
 ObjectStore::ObjectStore(meta::KvStore* kv, meta::Namespace* ns, IoBackend* io, std::vector<DriveSlot> drives)
     : kv_(kv), ns_(ns), io_(io), drives_(SizedDriveTable(std::move(drives))), placer_(PlaceableDrives(drives_)),
-      dirty_(drives_.size(), false) {}
+      ledger_(kv, io, &drives_) {}
 
 Status ObjectStore::add_drive(DriveSlot slot) {
   std::lock_guard lock(add_drive_mu_);
@@ -139,12 +139,6 @@ void ObjectStore::add_requests(IoRequest::Op op, const Replica& r, uint64_t pos,
   r.map(pos, len, [&](uint64_t at, uint64_t from, uint64_t n) {
     out->push_back({op, r.segment, base + at, buf + from, static_cast<size_t>(n)});
   });
-}
-
-void ObjectStore::add_freed(const std::vector<Replica>& replicas, std::vector<Freed>* out) {
-  for (const Replica& r : replicas) {
-    for (const Extent& e : r.extents) out->push_back({r.segment, e});
-  }
 }
 
 Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRecord& rec, uint32_t first,
@@ -316,58 +310,11 @@ const Replica& ObjectStore::readable_replica(const ChunkRecord& rec) const {
   return rec.replicas.front();  // none: the read fails and says which drive is missing
 }
 
-void ObjectStore::release_later(std::vector<Freed> freed) {
-  std::lock_guard lock(pending_mu_);
-  for (Freed& f : freed) {
-    pending_bytes_ += f.extent.length;
-    pending_free_.push_back(f);
-  }
-}
+uint64_t ObjectStore::pending_free_bytes() const { return ledger_.pending_bytes(); }
 
-uint64_t ObjectStore::pending_free_bytes() const {
-  std::lock_guard lock(pending_mu_);
-  return pending_bytes_;
-}
+uint64_t ObjectStore::pending_free_bytes(uint32_t segment) const { return ledger_.pending_bytes(segment); }
 
-uint64_t ObjectStore::pending_free_bytes(uint32_t segment) const {
-  std::lock_guard lock(pending_mu_);
-  uint64_t total = 0;
-  for (const Freed& f : pending_free_) total += f.segment == segment ? f.extent.length : 0;
-  return total;
-}
-
-Status ObjectStore::sync() { return sync_and_release(); }
-
-Status ObjectStore::sync_and_release() {
-  // One at a time: a writer that found no room and syncs must see the space
-  // an earlier, still running sync_and_release is about to give back.
-  std::lock_guard release(release_mu_);
-  std::vector<Freed> freed;
-  std::vector<bool> dirty;
-  {
-    std::lock_guard lock(pending_mu_);
-    freed.swap(pending_free_);
-    pending_bytes_ = 0;
-    dirty.swap(dirty_);
-    dirty_.assign(drives_.size(), false);
-  }
-  Status s;
-  for (size_t i = 0; i < dirty.size() && s.ok(); ++i) {
-    if (dirty[i]) s = io_->flush(static_cast<uint32_t>(i));
-  }
-  if (s.ok()) s = kv_->sync();
-  if (!s.ok()) {  // nothing was released; try again next time
-    release_later(std::move(freed));
-    std::lock_guard lock(pending_mu_);
-    for (size_t i = 0; i < dirty.size(); ++i) dirty_[i] = dirty_[i] || dirty[i];
-    return s;
-  }
-  for (const Freed& f : freed) {
-    // Space on a missing drive is not tracked; the drive's replacement rebuilds it.
-    if (SegmentAllocator* a = drives_[f.segment].allocator) a->release(f.extent.offset, f.extent.length);
-  }
-  return Status::OK();
-}
+Status ObjectStore::sync() { return ledger_.sync_and_release(); }
 
 Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char* data, size_t len) {
   return write_or_replace(obj, offset, data, len, /*replace=*/false);
@@ -498,7 +445,7 @@ Result<std::pair<std::vector<Replica>, uint32_t>> ObjectStore::reserve(const Obj
     // Space freed by commits becomes reusable after a sync; another writer
     // may be releasing some right now (it no longer counts as pending), so
     // sync unconditionally: that waits for any release in progress.
-    if (attempt == 0) SFS_RETURN_IF_ERROR(sync_and_release());
+    if (attempt == 0) SFS_RETURN_IF_ERROR(ledger_.sync_and_release());
   }
   return Status::NoSpace(fmt::format("pool is full: chunk {} of object {} needs {} bytes on each of {} replica(s): {} ({})",
                                      index, obj.uri, need, obj.replicas, why.message(),
@@ -664,8 +611,7 @@ void ObjectStore::queue_writes(const StagedWrite& w, std::vector<IoRequest>* req
 
 Status ObjectStore::write_to_drives(std::vector<IoRequest>& reqs) {
   SFS_RETURN_IF_ERROR(io_->run(reqs));
-  std::lock_guard plock(pending_mu_);
-  for (const IoRequest& r : reqs) dirty_[r.segment] = true;
+  ledger_.mark_written(reqs);
   return Status::OK();
 }
 
@@ -677,7 +623,7 @@ void ObjectStore::add_records(StagedWrite& w, InodeRecord& r, Transaction* txn, 
     for (const auto& [index, rec] : obj.chunks) {
       if (index >= w.plans.size()) meta::DeleteChunk(txn, obj.ino, index, rec);  // plans cover chunks 0..n-1
       footprint_delta -= static_cast<int64_t>(Footprint(rec));
-      add_freed(rec.replicas, &w.freed);
+      FreeLedger::add_freed(rec.replicas, &w.freed);
     }
   }
   static const ChunkRecord kNothing;
@@ -694,7 +640,7 @@ void ObjectStore::add_records(StagedWrite& w, InodeRecord& r, Transaction* txn, 
     p.after.whole_checksum_record = false;
     footprint_delta += static_cast<int64_t>(Footprint(p.after)) - static_cast<int64_t>(Footprint(p.before));
     if (p.relocated && p.existed) {
-      add_freed(p.before.replicas, &w.freed);
+      FreeLedger::add_freed(p.before.replicas, &w.freed);
     }
   }
   r.size = w.replace ? w.offset + w.len : std::max<uint64_t>(r.size, w.offset + w.len);
@@ -716,7 +662,7 @@ void ObjectStore::finish(StagedWrite& w) {
     obj.chunks[p.piece.index] = std::move(p.after);
   }
   w.plans.clear();  // nothing left to give back
-  release_later(std::move(w.freed));
+  ledger_.release_later(std::move(w.freed));
 }
 
 Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mtime_ns) {
@@ -732,7 +678,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
     uint64_t chunk_start = index * obj.chunk_size;
     if (chunk_start >= size) {
       meta::DeleteChunk(&txn, obj.ino, index, rec);
-      add_freed(rec.replicas, &freed);
+      FreeLedger::add_freed(rec.replicas, &freed);
       footprint_delta -= static_cast<int64_t>(Footprint(rec));
       dropped.push_back(index);
     } else if (chunk_start + rec.length > size) {
@@ -741,7 +687,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
       after.crcs.resize(after.blocks());
       std::erase_if(after.pending, [&](const auto& p) { return p.first >= after.blocks(); });
       after.capacity = static_cast<uint32_t>(RoundUp(after.length, kBlock));
-      add_freed(CutReplicas(after.replicas, after.capacity), &freed);
+      FreeLedger::add_freed(CutReplicas(after.replicas, after.capacity), &freed);
       footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
       meta::PutChunk(&txn, obj.ino, index, rec, after);
       after.whole_checksum_record = false;
@@ -765,7 +711,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
       if (index * obj.chunk_size + rec.length >= size) cache_->erase(obj.ino, index);  // the cut one
     }
   }
-  release_later(std::move(freed));
+  ledger_.release_later(std::move(freed));
   return committed;
 }
 
@@ -794,7 +740,7 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
       if (start >= end || start + obj.chunk_size <= offset) continue;
       if (start >= offset && start + obj.chunk_size <= end) {
         meta::DeleteChunk(&txn, obj.ino, index, rec);
-        add_freed(rec.replicas, &freed);
+        FreeLedger::add_freed(rec.replicas, &freed);
         footprint_delta -= static_cast<int64_t>(Footprint(rec));
         dropped.push_back(index);
       } else if (std::max(start, offset) < std::min(data_end, end)) {
@@ -814,7 +760,7 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
     if (cache_) {
       for (uint64_t index : dropped) cache_->erase(obj.ino, index);
     }
-    release_later(std::move(freed));
+    ledger_.release_later(std::move(freed));
   }
   for (const auto& [from, to] : zero) SFS_RETURN_IF_ERROR(write_zeros(obj, from, to - from));
   return Status::OK();
@@ -879,7 +825,7 @@ Result<bool> ObjectStore::trim(Object& obj) {
     if (need >= rec.capacity) continue;
     ChunkRecord after = rec;
     after.capacity = need;
-    add_freed(CutReplicas(after.replicas, need), &freed);
+    FreeLedger::add_freed(CutReplicas(after.replicas, need), &freed);
     footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
     meta::PutPlacement(&txn, obj.ino, index, after);  // only the reserved bytes changed
     trimmed[index] = std::move(after);
@@ -891,7 +837,7 @@ Result<bool> ObjectStore::trim(Object& obj) {
       &txn, false);
   SFS_RETURN_IF_ERROR(committed.status());
   for (auto& [index, rec] : trimmed) obj.chunks[index] = std::move(rec);
-  release_later(std::move(freed));
+  ledger_.release_later(std::move(freed));
   return true;
 }
 
@@ -917,7 +863,7 @@ Status ObjectStore::reclaim(uint64_t ino) {
   std::vector<Freed> freed;
   for (const auto& [index, rec] : chunks) {
     meta::DeleteChunk(&txn, ino, index, rec);
-    add_freed(rec.replicas, &freed);
+    FreeLedger::add_freed(rec.replicas, &freed);
   }
   SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
   if (cached) {  // whoever still holds it must not write the reclaimed chunks back
@@ -928,7 +874,7 @@ Status ObjectStore::reclaim(uint64_t ino) {
   }
   if (cache_) cache_->erase_object(ino);
   forget_if_unused(ino);
-  release_later(std::move(freed));
+  ledger_.release_later(std::move(freed));
   return Status::OK();
 }
 

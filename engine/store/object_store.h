@@ -29,20 +29,13 @@
 #include "engine/store/aligned_buffer.h"
 #include "engine/placement/allocator.h"
 #include "engine/store/chunk_cache.h"
+#include "engine/store/drive_slot.h"
+#include "engine/store/free_ledger.h"
 #include "engine/io/io_backend.h"
 #include "engine/placement/placement.h"
 #include "meta/namespace.h"
 
 namespace stripefs {
-
-// A drive as the object store sees it.
-struct DriveSlot {
-  uint32_t id;
-  uint64_t data_offset;         // where the data area starts in the file
-  SegmentAllocator* allocator;  // null: takes no new chunks (a RAM or a missing segment)
-  bool available = true;        // false: a drive missing from a degraded mount
-  bool ram = false;             // the RAM segment (memory, for files of ram directories)
-};
 
 // What a scrub found, summed over the chunks it checked.
 struct ScrubReport {
@@ -161,12 +154,7 @@ class ObjectStore {
   uint64_t pending_free_bytes(uint32_t segment) const;
 
  private:
-  struct Freed {  // space a commit gave up, on one segment
-    uint32_t segment;
-    meta::Extent extent;
-  };
-  // Every extent of the replicas, as Freed.
-  static void add_freed(const std::vector<meta::Replica>& replicas, std::vector<Freed>* out);
+  using Freed = FreeLedger::Freed;
   Status ensure_loaded(Object& obj);  // REQUIRES: obj.mu held
   // Whether obj's chunks may enter the RAM tier: not when it is off, and not
   // for files of a ram directory (in memory already: they would be held twice).
@@ -231,8 +219,6 @@ class ObjectStore {
   bool all_replicas_available(const meta::ChunkRecord& rec) const;
   // Orders rec's replicas so the ones on present drives come first.
   const meta::Replica& readable_replica(const meta::ChunkRecord& rec) const;
-  void release_later(std::vector<Freed> freed);
-  Status sync_and_release();
   // Appends the requests that move the chunk's bytes [pos, pos+len) of
   // replica r from or to buf: one per extent the range crosses.
   void add_requests(IoRequest::Op op, const meta::Replica& r, uint64_t pos, size_t len, char* buf,
@@ -256,11 +242,7 @@ class ObjectStore {
 
   std::mutex reclaim_mu_;  // serializes reclaim(): see there
 
-  std::mutex release_mu_;  // serializes sync_and_release()
-  mutable std::mutex pending_mu_;
-  std::vector<Freed> pending_free_;  // GUARDED_BY(pending_mu_)
-  uint64_t pending_bytes_ = 0;       // GUARDED_BY(pending_mu_)
-  std::vector<bool> dirty_;          // GUARDED_BY(pending_mu_): drives written since the last flush
+  FreeLedger ledger_;  // space given up by commits, and drives written, until the next sync
   std::atomic<uint64_t> repaired_blocks_{0};
   std::unique_ptr<ChunkCache> cache_;  // null: the RAM tier is off
 };

@@ -31,6 +31,7 @@
 #include "engine/store/chunk_cache.h"
 #include "engine/store/drive_slot.h"
 #include "engine/store/free_ledger.h"
+#include "engine/store/striper.h"
 #include "engine/io/io_backend.h"
 #include "engine/placement/placement.h"
 #include "meta/namespace.h"
@@ -182,6 +183,11 @@ class ObjectStore {
   // Reserves the space, prepares the blocks and commits the intent for
   // in-place overwrites. On failure nothing stays reserved.
   Status stage(StagedWrite& w, const char* data);
+  // The steps of stage(): each chunk's space planned, then for each plan its
+  // blocks prepared and their checksums added to the intent.
+  Status plan_chunk(StagedWrite& w, const ChunkPiece& piece);
+  Status prepare_blocks(const Object& obj, StagedWrite::Plan& p, const char* data);
+  void add_checksums(StagedWrite& w, StagedWrite::Plan& p, meta::Transaction* intent);
   void queue_writes(const StagedWrite& w, std::vector<IoRequest>* reqs) const;
   // Runs reqs and marks their drives dirty.
   Status write_to_drives(std::vector<IoRequest>& reqs);

@@ -23,6 +23,25 @@ Status CheckName(std::string_view name) {
   return Status::OK();
 }
 bool IsDir(uint32_t mode) { return S_ISDIR(mode); }
+
+// The data path's change to an inode, as InodeChange (namespace.h) describes it.
+void Apply(const InodeChange& c, InodeRecord* r) {
+  if (c.size) r->size = *c.size;
+  r->size = std::max(r->size, c.size_at_least);
+  if (c.mtime_ns) r->mtime_ns = r->ctime_ns = *c.mtime_ns;
+  r->allocated = static_cast<uint64_t>(static_cast<int64_t>(r->allocated) + c.allocated_delta);
+}
+
+// Adds every put and delete of from to txn, in order.
+void AddOps(const Transaction& from, Transaction* txn) {
+  for (const Transaction::Op& op : from.ops()) {
+    if (op.is_delete) {
+      txn->del(op.key);
+    } else {
+      txn->put(op.key, op.value);
+    }
+  }
+}
 }  // namespace
 
 void Namespace::Format(Transaction* txn, uint32_t uid, uint32_t gid) {
@@ -473,13 +492,12 @@ Status Namespace::removexattr(uint64_t ino, std::string_view name) {
   return commit(&txn, {r});
 }
 
-Result<InodeRecord> Namespace::commit_with_inode(uint64_t ino, const std::function<void(InodeRecord&)>& change,
-                                                 Transaction* txn, bool sync) {
+Result<InodeRecord> Namespace::commit_with_inode(InodeWrite w, bool sync) {
   ChangeLock lock(this);
-  SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
-  change(r);
-  put_inode(txn, r);
-  SFS_RETURN_IF_ERROR(commit(txn, {r}, sync));
+  SFS_ASSIGN_OR_RETURN(InodeRecord r, load(w.ino));
+  Apply(w.change, &r);
+  put_inode(&w.records, r);
+  SFS_RETURN_IF_ERROR(commit(&w.records, {r}, sync));
   return r;
 }
 
@@ -494,7 +512,7 @@ void Namespace::commit_with_inodes(std::span<InodeUpdate> updates) {
     std::lock_guard lock(mu_);
     for (InodeUpdate& u : updates) {
       if (!u.entry) {
-        u.result = load(u.ino);
+        u.result = load(u.write.ino);
         continue;
       }
       auto dir = load_dir(u.entry->parent);
@@ -509,7 +527,8 @@ void Namespace::commit_with_inodes(std::span<InodeUpdate> updates) {
   for (InodeUpdate& u : updates) {
     if (!u.result.ok()) continue;
     if (u.entry) add_entry(&txn, *u.entry, &dirs.at(u.entry->parent), now);
-    u.apply(u.result.value(), &txn);
+    AddOps(u.write.records, &txn);
+    Apply(u.write.change, &u.result.value());
     put_inode(&txn, u.result.value());
     changed.push_back(u.result.value());
   }

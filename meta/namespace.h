@@ -3,7 +3,6 @@
 // serializes mutations; inode records are cached in memory.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +38,16 @@ struct AttrChange {
   std::optional<uint32_t> uid, gid;
   std::optional<int64_t> atime_ns, mtime_ns;
   bool keep_ctime = false;  // an access-time update by a read is not a change of the inode
+};
+
+// How the data path changes an inode in its commit (Namespace::InodeWrite).
+// Size is set, or grown to a bound, or left; times and the allocated bytes
+// likewise.
+struct InodeChange {
+  std::optional<uint64_t> size;     // the new size (a truncate, an object put)
+  uint64_t size_at_least = 0;       // the size grows to this if smaller (a write)
+  std::optional<int64_t> mtime_ns;  // sets ctime_ns too
+  int64_t allocated_delta = 0;      // bytes reserved on the drives, every replica counted
 };
 
 // A new entry whose inode number is taken but which is not stored yet
@@ -105,21 +114,27 @@ class Namespace {
   Result<std::vector<std::string>> listxattr(uint64_t ino);
   Status removexattr(uint64_t ino, std::string_view name);
 
-  // The data path's commit: applies change to the inode, adds it to txn (which
-  // holds the chunk records) and commits all of it as one batch.
-  Result<InodeRecord> commit_with_inode(uint64_t ino, const std::function<void(InodeRecord&)>& change,
-                                        Transaction* txn, bool sync);
-  // The same for many inodes in one batch (the write-back buffer's flush).
-  // apply adds an inode's own records to the batch and changes the inode; it
-  // is called only for inodes that still exist, so a removed one leaves
-  // nothing behind. result: the new record, or the error loading the inode
-  // (kNotFound: removed); every result is the commit's error when it fails.
-  // entry: a reserved entry, stored by this batch (with its directory's
-  // times) instead of loading an inode that does not exist yet.
-  struct InodeUpdate {
+  // What a data-path commit writes for one inode: the records of its chunks
+  // (placement records and checksum pages, put or deleted; chunk_table.h
+  // builds them) and the change to the inode itself.
+  struct InodeWrite {
     uint64_t ino = 0;
+    Transaction records;
+    InodeChange change;
+  };
+  // The data path's commit: applies w.change to the inode and commits it with
+  // w.records as one batch. Returns the inode as committed.
+  Result<InodeRecord> commit_with_inode(InodeWrite w, bool sync);
+  // The same for many inodes in one batch (the write-back buffer's flush).
+  // An inode's records and change go into the batch only if it still exists,
+  // so a removed one leaves nothing behind. result: the new record, or the
+  // error loading the inode (kNotFound: removed); every result is the
+  // commit's error when it fails. entry: a reserved entry, stored by this
+  // batch (with its directory's times) instead of loading an inode that
+  // does not exist yet.
+  struct InodeUpdate {
+    InodeWrite write;
     const NewEntry* entry = nullptr;
-    std::function<void(InodeRecord&, Transaction*)> apply;
     Result<InodeRecord> result = Status::NotFound("not committed");
   };
   void commit_with_inodes(std::span<InodeUpdate> updates);

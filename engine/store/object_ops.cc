@@ -50,13 +50,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
     }
   }
   auto committed = ns_->commit_with_inode(
-      obj.ino,
-      [&](InodeRecord& r) {
-        r.size = size;
-        r.mtime_ns = r.ctime_ns = mtime_ns;
-        r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
-      },
-      &txn, false);
+      {obj.ino, std::move(txn), {.size = size, .mtime_ns = mtime_ns, .allocated_delta = footprint_delta}}, false);
   SFS_RETURN_IF_ERROR(committed.status());
   for (uint64_t index : dropped) obj.chunks.erase(index);
   for (auto& [index, rec] : cut) obj.chunks[index] = std::move(rec);
@@ -103,14 +97,9 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
       }
     }
     const int64_t now = meta::NowNs();
-    SFS_RETURN_IF_ERROR(ns_->commit_with_inode(
-                               obj.ino,
-                               [&](InodeRecord& r) {
-                                 r.mtime_ns = r.ctime_ns = now;
-                                 r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
-                               },
-                               &txn, false)
-                            .status());
+    SFS_RETURN_IF_ERROR(
+        ns_->commit_with_inode({obj.ino, std::move(txn), {.mtime_ns = now, .allocated_delta = footprint_delta}}, false)
+            .status());
     for (uint64_t index : dropped) obj.chunks.erase(index);
     if (cache_) {
       for (uint64_t index : dropped) cache_->erase(obj.ino, index);
@@ -186,10 +175,7 @@ Result<bool> ObjectStore::trim(Object& obj) {
     trimmed[index] = std::move(after);
   }
   if (txn.empty()) return false;
-  auto committed = ns_->commit_with_inode(
-      obj.ino,
-      [&](InodeRecord& r) { r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta); },
-      &txn, false);
+  auto committed = ns_->commit_with_inode({obj.ino, std::move(txn), {.allocated_delta = footprint_delta}}, false);
   SFS_RETURN_IF_ERROR(committed.status());
   for (auto& [index, rec] : trimmed) obj.chunks[index] = std::move(rec);
   ledger_.release_later(std::move(freed));

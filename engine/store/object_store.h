@@ -191,8 +191,9 @@ class ObjectStore {
   void queue_writes(const StagedWrite& w, std::vector<IoRequest>* reqs) const;
   // Runs reqs and marks their drives dirty.
   Status write_to_drives(std::vector<IoRequest>& reqs);
-  // Adds w's chunk records to txn and its new size, times and footprint to r.
-  void add_records(StagedWrite& w, meta::InodeRecord& r, meta::Transaction* txn, int64_t now);
+  // What w's commit writes: its chunk records, and the inode's new size,
+  // times and footprint.
+  void add_records(StagedWrite& w, meta::Namespace::InodeWrite* out, int64_t now);
   void finish(StagedWrite& w);   // after the commit
   void abandon(StagedWrite& w);  // instead of it
   void unreserve(StagedWrite& w);

@@ -67,9 +67,9 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
     abandon(w);
     return s;
   }
-  Transaction txn;
-  const int64_t now = meta::NowNs();
-  auto committed = ns_->commit_with_inode(obj.ino, [&](InodeRecord& r) { add_records(w, r, &txn, now); }, &txn, false);
+  meta::Namespace::InodeWrite record{.ino = obj.ino};
+  add_records(w, &record, meta::NowNs());
+  auto committed = ns_->commit_with_inode(std::move(record), false);
   if (!committed.ok()) {
     abandon(w);
     return committed.status();
@@ -106,10 +106,10 @@ void ObjectStore::replace_many(std::span<Put> puts) {
   std::vector<meta::Namespace::InodeUpdate> updates(staged.size());
   const int64_t now = meta::NowNs();
   for (size_t i = 0; i < staged.size(); ++i) {
-    StagedWrite* w = staged[i].second.get();
-    updates[i].ino = w->obj->ino;
+    StagedWrite& w = *staged[i].second;
+    updates[i].write.ino = w.obj->ino;
     updates[i].entry = staged[i].first->entry;
-    updates[i].apply = [this, w, now](InodeRecord& r, Transaction* txn) { add_records(*w, r, txn, now); };
+    add_records(w, &updates[i].write, now);
   }
   ns_->commit_with_inodes(updates);
   for (size_t i = 0; i < staged.size(); ++i) {
@@ -333,9 +333,10 @@ void ObjectStore::queue_writes(const StagedWrite& w, std::vector<IoRequest>* req
   }
 }
 
-// 4. Chunk records and the inode, into the caller's batch.
-void ObjectStore::add_records(StagedWrite& w, InodeRecord& r, Transaction* txn, int64_t now) {
+// 4. Chunk records and the inode's change, for the commit.
+void ObjectStore::add_records(StagedWrite& w, meta::Namespace::InodeWrite* out, int64_t now) {
   const Object& obj = *w.obj;
+  Transaction* txn = &out->records;
   int64_t footprint_delta = 0;
   if (w.replace) {  // every old chunk goes: its record now unless rewritten below, its space after the next sync
     for (const auto& [index, rec] : obj.chunks) {
@@ -361,9 +362,13 @@ void ObjectStore::add_records(StagedWrite& w, InodeRecord& r, Transaction* txn, 
       FreeLedger::add_freed(p.before.replicas, &w.freed);
     }
   }
-  r.size = w.replace ? w.offset + w.len : std::max<uint64_t>(r.size, w.offset + w.len);
-  r.mtime_ns = r.ctime_ns = now;
-  r.allocated = static_cast<uint64_t>(static_cast<int64_t>(r.allocated) + footprint_delta);
+  if (w.replace) {
+    out->change.size = w.offset + w.len;
+  } else {
+    out->change.size_at_least = w.offset + w.len;
+  }
+  out->change.mtime_ns = now;
+  out->change.allocated_delta = footprint_delta;
 }
 
 void ObjectStore::finish(StagedWrite& w) {

@@ -644,8 +644,8 @@ TEST_P(NamespaceTest, ConcurrentBatchesChownsCreatesAndReadersLoseNoUpdate) {
     for (int round = 1; round <= kRounds; ++round) {
       std::vector<Namespace::InodeUpdate> updates(kFiles);
       for (int i = 0; i < kFiles; ++i) {
-        updates[i].ino = files[i];
-        updates[i].apply = [round](InodeRecord& r, Transaction*) { r.size = static_cast<uint64_t>(round); };
+        updates[i].write.ino = files[i];
+        updates[i].write.change.size = static_cast<uint64_t>(round);
       }
       ns_->commit_with_inodes(updates);
       for (const auto& u : updates) failures += !u.result.ok();
@@ -708,9 +708,9 @@ TEST_P(NamespaceTest, ReservedEntriesAreStoredByABatchOrByAdd) {
   EXPECT_EQ(LookupCode(dir, "a"), Code::kNotFound) << "reserved, not stored";
   const int64_t dir_mtime = ns_->get(dir)->mtime_ns;
   std::vector<Namespace::InodeUpdate> updates(1);
-  updates[0].ino = a->record.ino;
+  updates[0].write.ino = a->record.ino;
   updates[0].entry = &a.value();
-  updates[0].apply = [](InodeRecord& r, Transaction*) { r.size = 5; };
+  updates[0].write.change.size = 5;
   ns_->commit_with_inodes(updates);
   ASSERT_TRUE(updates[0].result.ok()) << updates[0].result.status().message();
   EXPECT_EQ(LookupIno(dir, "a"), a->record.ino);
@@ -761,9 +761,8 @@ TEST_P(NamespaceTest, ConcurrentBatchesOfNewEntriesAndMkdirsLoseNoLink) {
       }
       std::vector<Namespace::InodeUpdate> updates(entries.size());
       for (size_t i = 0; i < entries.size(); ++i) {
-        updates[i].ino = entries[i].record.ino;
+        updates[i].write.ino = entries[i].record.ino;
         updates[i].entry = &entries[i];
-        updates[i].apply = [](InodeRecord&, Transaction*) {};
       }
       ns_->commit_with_inodes(updates);
       for (const auto& u : updates) failures += !u.result.ok();

@@ -21,6 +21,7 @@
 
 #include "engine/pool/layout.h"
 #include "fs/fuse_fs.h"
+#include "fs/control.h"
 #include "fs/evictor.h"
 #include "fs/request_stats.h"
 #include "fs/session_loop.h"
@@ -36,20 +37,6 @@ using meta::InodeRecord;
 // cannot see, space given back when the last handle closes, is announced
 // explicitly (see OpRelease).
 constexpr double kTimeout = 60.0;
-constexpr const char* kPlacementXattr = "user.stripefs.placement";
-constexpr const char* kDfXattr = "user.stripefs.df";
-// Reading it scrubs the file (see ObjectStore::scrub) and answers the report.
-constexpr const char* kScrubXattr = "user.stripefs.scrub";
-// The kernel passes at most 64 KiB of xattr value: a report lists this many bad chunks.
-constexpr size_t kScrubLinesMax = 200;
-// Reading it answers the mount's stats document (what `stripefs stats` prints).
-constexpr const char* kStatsXattr = "user.stripefs.stats";
-// Setting it on the mount root adds a drive to the mounted pool (`stripefs
-// add-drive MOUNTPOINT PATH[:SIZE]`); the value is {"path","size","force"}.
-// setxattr(2) can only carry an errno back, so the daemon keeps the outcome
-// for the calling process: a getxattr of it from the same pid answers
-// {"ok":true,"id","path","capacity"} or {"ok":false,"error":"message"}.
-constexpr const char* kAddDriveXattr = "user.stripefs.add_drive";
 
 struct FileHandle {
   std::shared_ptr<ObjectStore::Object> obj;
@@ -66,8 +53,8 @@ class Frontend {
   void set_session(fuse_session* se) { session_ = se; }
   void set_mountpoint(std::string m) { mountpoint_ = std::move(m); }
 
-  // Adds the drive described by value (see kAddDriveXattr) and keeps the
-  // outcome for pid. Only root or the user the daemon runs as may do this:
+  // Adds the drive described by value (see kAddDriveXattr in fs/control.h)
+  // and keeps the outcome for pid. Only root or the user the daemon runs as may do this:
   // the daemon creates and writes the file the value names.
   Status add_drive(const fuse_ctx* ctx, std::string_view value) {
     auto added = add_drive_as(ctx, value);
@@ -640,12 +627,6 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 
 bool IsUserXattr(const char* name) { return std::strncmp(name, "user.", 5) == 0; }
 
-bool IsVirtualXattr(const char* name) {
-  return std::strcmp(name, kPlacementXattr) == 0 || std::strcmp(name, kDfXattr) == 0 ||
-         std::strcmp(name, kAddDriveXattr) == 0 ||
-         std::strcmp(name, kScrubXattr) == 0 || std::strcmp(name, kStatsXattr) == 0 || name == kLayoutXattr;
-}
-
 Result<std::string> ScrubFile(Frontend* f, fuse_ino_t ino) {
   SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
   if (!S_ISREG(r.mode)) return Status(Code::kNoData, "only regular files are scrubbed");
@@ -679,14 +660,14 @@ Result<std::string> VirtualXattr(fuse_req_t req, Frontend* f, fuse_ino_t ino, co
     if (!S_ISREG(r.mode)) return Status(Code::kNoData, "no layout");
     return LayoutJson({r.chunk_size, r.strategy, r.replicas});
   }
-  if (std::strcmp(name, kPlacementXattr) == 0) {
+  if (name == kPlacementXattr) {
     SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
     SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, ""));
     return j.dump();
   }
-  if (std::strcmp(name, kScrubXattr) == 0) return ScrubFile(f, ino);
-  if (std::strcmp(name, kAddDriveXattr) == 0) return f->add_drive_result(fuse_req_ctx(req)->pid);
-  if (std::strcmp(name, kStatsXattr) == 0) {
+  if (name == kScrubXattr) return ScrubFile(f, ino);
+  if (name == kAddDriveXattr) return f->add_drive_result(fuse_req_ctx(req)->pid);
+  if (name == kStatsXattr) {
     SFS_ASSIGN_OR_RETURN(nlohmann::json j, f->stats_json());
     return j.dump();
   }
@@ -703,11 +684,11 @@ void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   Frontend* f = F(req);
-  if (std::strcmp(name, kAddDriveXattr) == 0) {  // an online add-drive: on the mount root only
+  if (name == kAddDriveXattr) {  // an online add-drive: on the mount root only
     if (ino != FUSE_ROOT_ID) return (void)fuse_reply_err(req, EINVAL);
     return (void)fuse_reply_err(req, ToErrno(f->add_drive(fuse_req_ctx(req), std::string_view(value, size))));
   }
-  if (IsVirtualXattr(name)) return (void)fuse_reply_err(req, EPERM);
+  if (IsControlXattr(name)) return (void)fuse_reply_err(req, EPERM);
   if (Status room = f->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "setxattr");
   std::string_view v(value, size);
   std::string canonical;
@@ -729,7 +710,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, ENODATA);
-  if (IsVirtualXattr(name)) {
+  if (IsControlXattr(name)) {
     auto v = VirtualXattr(req, F(req), ino, name);
     if (Failed(req, v, "getxattr")) return;
     return ReplyXattr(req, v.value(), size);

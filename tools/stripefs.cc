@@ -23,6 +23,7 @@
 #include <string>
 
 #include "engine/pool/pool.h"
+#include "fs/control.h"
 #include "fs/fuse_fs.h"
 
 namespace stripefs {
@@ -231,12 +232,13 @@ int RunMount(fs::MountOptions options) {
 
 // ---- placement and df: through a live mount's virtual xattrs, or an unmounted pool ----
 
-// initial: the first buffer size; answers that are costly to compute (a scrub)
-// must fit in it, so the daemon is asked only once.
-Result<std::string> LiveXattr(const std::string& path, const char* name, size_t initial = 4096) {
+// name: NUL-terminated (a fs/control.h name). initial: the first buffer size;
+// answers that are costly to compute (a scrub) must fit in it, so the daemon
+// is asked only once.
+Result<std::string> LiveXattr(const std::string& path, std::string_view name, size_t initial = 4096) {
   std::string value(initial, '\0');
   for (;;) {
-    ssize_t n = getxattr(path.c_str(), name, value.data(), value.size());
+    ssize_t n = getxattr(path.c_str(), name.data(), value.data(), value.size());
     if (n >= 0) {
       value.resize(static_cast<size_t>(n));
       return value;
@@ -293,7 +295,7 @@ int RunPlacement(const std::string& path, const std::string& meta_dir, bool json
     std::error_code ec;
     std::string abs = std::filesystem::absolute(path, ec).string();
     if (!std::filesystem::exists(path, ec)) return Fail(fmt::format("{}: no such file", path));
-    auto v = LiveXattr(path, "user.stripefs.placement");
+    auto v = LiveXattr(path, fs::kPlacementXattr);
     if (!v.ok()) {
       return Fail(fmt::format("{} is not a regular file on a mounted stripefs pool ({}); "
                               "for an unmounted pool give --meta DIR and the path inside the pool",
@@ -326,7 +328,7 @@ int RunDf(const std::string& target, bool json) {
     if (!usage.ok()) return Fail(usage.status());
     j = std::move(usage).value();
   } else {
-    auto v = LiveXattr(target, "user.stripefs.df");
+    auto v = LiveXattr(target, fs::kDfXattr);
     if (!v.ok()) {
       return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));
     }
@@ -415,7 +417,7 @@ int RunScrub(const std::string& target, bool json) {
     if (!r.ok()) return Fail(r.status());
     return PrintScrub(r.value(), files, json);
   }
-  if (!LiveXattr(target, "user.stripefs.df").ok()) {
+  if (!LiveXattr(target, fs::kDfXattr).ok()) {
     return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));
   }
   // Online: the daemon scrubs one file per request, so progress is per file
@@ -435,7 +437,7 @@ int RunScrub(const std::string& target, bool json) {
       continue;
     }
     if (!S_ISREG(st.st_mode) || !seen.insert(st.st_ino).second) continue;
-    auto v = LiveXattr(it->path().string(), "user.stripefs.scrub", 64 << 10);
+    auto v = LiveXattr(it->path().string(), fs::kScrubXattr, 64 << 10);
     ++files;
     if (!v.ok()) {
       if (v.status().code() == Code::kNotFound) continue;  // removed meanwhile
@@ -458,8 +460,8 @@ int RunScrub(const std::string& target, bool json) {
 }
 
 // Online (TARGET a mountpoint): the daemon adds the drive through the
-// user.stripefs.add_drive xattr of the mount root and keeps the outcome for
-// this process, which reads it back (see fs/fuse_fs.cc).
+// kAddDriveXattr of the mount root and keeps the outcome for this process,
+// which reads it back (see fs/control.h).
 int AddDriveOnline(const std::string& mountpoint, const DriveSpec& spec, bool force) {
   std::error_code ec;
   // The daemon runs elsewhere (its cwd is /): it gets an absolute path.
@@ -470,9 +472,9 @@ int AddDriveOnline(const std::string& mountpoint, const DriveSpec& spec, bool fo
     return Fail(fmt::format("cannot add {} to {}: it is inside the pool's own mount", spec.path, mountpoint));
   }
   const std::string value = nlohmann::json{{"path", path.string()}, {"size", spec.size}, {"force", force}}.dump();
-  const int rc = setxattr(mountpoint.c_str(), "user.stripefs.add_drive", value.data(), value.size(), 0);
+  const int rc = setxattr(mountpoint.c_str(), fs::kAddDriveXattr.data(), value.data(), value.size(), 0);
   const int err = errno;
-  auto answer = LiveXattr(mountpoint, "user.stripefs.add_drive");
+  auto answer = LiveXattr(mountpoint, fs::kAddDriveXattr);
   nlohmann::json j = answer.ok() ? nlohmann::json::parse(answer.value(), nullptr, false) : nlohmann::json();
   if (rc != 0) {
     if (j.is_object() && j.value("ok", true) == false) {
@@ -492,7 +494,7 @@ int RunAddDrive(const std::string& target, const std::string& drive, bool force)
   std::error_code ec;
   if (!std::filesystem::exists(target, ec)) return Fail(fmt::format("{}: no such file or directory", target));
   if (!std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {
-    if (!LiveXattr(target, "user.stripefs.df").ok()) {
+    if (!LiveXattr(target, fs::kDfXattr).ok()) {
       return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));
     }
     return AddDriveOnline(target, spec.value(), force);
@@ -557,7 +559,7 @@ void PrintStats(const nlohmann::json& j) {
 
 int RunStats(const std::string& mountpoint, bool json, double watch) {
   for (;;) {
-    auto v = LiveXattr(mountpoint, "user.stripefs.stats", 64 << 10);
+    auto v = LiveXattr(mountpoint, fs::kStatsXattr, 64 << 10);
     if (!v.ok()) {
       std::error_code ec;
       if (!std::filesystem::exists(mountpoint, ec)) return Fail(fmt::format("{}: no such file or directory", mountpoint));

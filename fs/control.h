@@ -11,8 +11,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <string_view>
 
+#include "base/status.h"
 #include "engine/pool/layout.h"
 #include "fs/evictor.h"
 
@@ -30,8 +36,32 @@ using stripefs::kStrategyXattr;
 // with "path" empty, the CLI fills in the path it was given:
 // {"path":"","uri","size","chunk_size","chunks":[{"index","offset","length",
 //   "replicas":[{"segment","path","offset","length","extents":[{"offset","length"}]}]}]}
-// Fails with E2BIG once the answer passes 64 KiB (about 1,000 chunks).
+// Fails with E2BIG once the answer passes 64 KiB (about 1,000 chunks): a file
+// of any size is read in pages instead (below).
 inline constexpr std::string_view kPlacementXattr = "user.stripefs.placement";
+
+// Placement in pages: the name kPlacementPagePrefix + FIRST (a chunk index in
+// decimal, e.g. "user.stripefs.placement.from.0") answers the document above
+// with only the chunks from index FIRST on whose JSON fits kPlacementPageBytes
+// (always at least one), and two more members:
+//   "next": the FIRST of the next page, or null after the file's last chunk;
+//   "ctime_ns": the file's change time when the page was read.
+// A FIRST past the last chunk answers no chunks and "next": null. Pages are
+// stateless: each is read from the chunk records as they are at that moment.
+inline constexpr std::string_view kPlacementPagePrefix = "user.stripefs.placement.from.";
+inline constexpr size_t kPlacementPageBytes = 48 << 10;  // leaves room below 64 KiB for the rest
+std::string PlacementPageXattr(uint64_t first_chunk);
+// FIRST of a page name; nullopt for any other name.
+std::optional<uint64_t> PlacementPageFirst(std::string_view name);
+
+// The CLI's side: reads the pages from chunk 0 on through get (a getxattr of
+// the file) and joins them into the one placement document, as an unmounted
+// pool gives it. A write between pages moves the file's ctime or size: then
+// the whole file is read again, up to 3 times, before giving up (kBusy).
+// Placement changes that move neither (the space trimmed off a chunk at the
+// last close, a scrub's repair) can show in one page and not in the next;
+// each chunk is still reported as one committed state of it.
+Result<nlohmann::json> ReadPlacementPages(const std::function<Result<std::string>(const std::string& name)>& get);
 
 // Of any file or directory of the mount: pool usage, the df contract plus the
 // metadata directory's room:
@@ -70,7 +100,8 @@ inline constexpr std::string_view kAddDriveXattr = "user.stripefs.add_drive";
 // get: {"chunk_size","replicas","strategy"}.
 using stripefs::kLayoutXattr;
 
-// True for the names above that the daemon answers rather than stores.
+// True for the names above (placement pages too) that the daemon answers
+// rather than stores.
 bool IsControlXattr(std::string_view name);
 
 }  // namespace stripefs::fs

@@ -665,6 +665,11 @@ Result<std::string> VirtualXattr(fuse_req_t req, Frontend* f, fuse_ino_t ino, co
     SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, ""));
     return j.dump();
   }
+  if (auto first = PlacementPageFirst(name)) {
+    SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
+    SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, "", *first, kPlacementPageBytes));
+    return j.dump();
+  }
   if (name == kScrubXattr) return ScrubFile(f, ino);
   if (name == kAddDriveXattr) return f->add_drive_result(fuse_req_ctx(req)->pid);
   if (name == kStatsXattr) {

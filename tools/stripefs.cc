@@ -295,16 +295,21 @@ int RunPlacement(const std::string& path, const std::string& meta_dir, bool json
     std::error_code ec;
     std::string abs = std::filesystem::absolute(path, ec).string();
     if (!std::filesystem::exists(path, ec)) return Fail(fmt::format("{}: no such file", path));
-    auto v = LiveXattr(path, fs::kPlacementXattr);
-    if (!v.ok()) {
-      return Fail(fmt::format("{} is not a regular file on a mounted stripefs pool ({}); "
-                              "for an unmounted pool give --meta DIR and the path inside the pool",
-                              path, v.status().message()));
+    // In pages, so a file of any size fits the kernel's 64 KiB per xattr.
+    auto j = fs::ReadPlacementPages([&](const std::string& name) { return LiveXattr(path, name); });
+    if (!j.ok() && j.status().code() == Code::kBusy) return Fail(fmt::format("{}: {}", path, j.status().message()));
+    if (!j.ok()) {  // a daemon from before the pages answers only the whole document
+      auto v = LiveXattr(path, fs::kPlacementXattr);
+      if (!v.ok()) {
+        return Fail(fmt::format("{} is not a regular file on a mounted stripefs pool ({}); "
+                                "for an unmounted pool give --meta DIR and the path inside the pool",
+                                path, j.status().message()));
+      }
+      j = nlohmann::json::parse(v.value(), nullptr, false);
+      if (j->is_discarded()) return Fail("the daemon's placement answer is not JSON");
     }
-    auto j = nlohmann::json::parse(v.value(), nullptr, false);
-    if (j.is_discarded()) return Fail("the daemon's placement answer is not JSON");
-    j["path"] = abs;
-    PrintPlacement(j, json);
+    j.value()["path"] = abs;
+    PrintPlacement(j.value(), json);
     return 0;
   }
   auto pool = Pool::Open(meta_dir, Pool::Mode::kInspect);

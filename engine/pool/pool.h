@@ -104,8 +104,13 @@ class Pool {
   // kNoSpace with a message when the metadata file system is below the reserve.
   // Looks at the file system at most every 100 ms (it is on the write path).
   Status check_metadata_room();
-  // The placement contract's JSON for a regular file.
-  Result<nlohmann::json> placement(const meta::InodeRecord& inode, const std::string& path);
+  // The placement contract's JSON for a regular file. With max_chunk_bytes, one
+  // page of it (a live mount answers at most 64 KiB at a time): only the chunks
+  // from index first_chunk on whose JSON fits in max_chunk_bytes (at least one),
+  // plus "next", the first chunk index of the next page or null after the last,
+  // and "ctime_ns", the file's change time, that the pages of one read share.
+  Result<nlohmann::json> placement(const meta::InodeRecord& inode, const std::string& path,
+                                   uint64_t first_chunk = 0, size_t max_chunk_bytes = 0);
   // Resolves an absolute path inside the pool ("/a/b").
   Result<meta::InodeRecord> resolve(const std::string& path);
   // Every inconsistency found, one line each; empty when clean. With verify,

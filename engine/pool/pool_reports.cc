@@ -22,7 +22,8 @@ Result<nlohmann::json> Pool::usage_json() {
   return j;
 }
 
-Result<nlohmann::json> Pool::placement(const InodeRecord& inode, const std::string& path) {
+Result<nlohmann::json> Pool::placement(const InodeRecord& inode, const std::string& path, uint64_t first_chunk,
+                                       size_t max_chunk_bytes) {
   if ((inode.mode & S_IFMT) != S_IFREG) return Status(Code::kIsDirectory, path + " is not a regular file");
   SFS_ASSIGN_OR_RETURN(auto chunks, store_->load_chunks(inode.ino));
   std::shared_lock lock(config_mu_);
@@ -32,7 +33,11 @@ Result<nlohmann::json> Pool::placement(const InodeRecord& inode, const std::stri
   j["size"] = inode.size;
   j["chunk_size"] = inode.chunk_size;
   j["chunks"] = nlohmann::json::array();
-  for (const auto& [index, rec] : chunks) {
+  const bool paged = max_chunk_bytes > 0;
+  size_t page_bytes = 0;
+  nlohmann::json next = nullptr;
+  for (auto it = chunks.lower_bound(first_chunk); it != chunks.end(); ++it) {
+    const auto& [index, rec] = *it;
     nlohmann::json c;
     c["index"] = index;
     c["offset"] = index * inode.chunk_size;
@@ -47,7 +52,19 @@ Result<nlohmann::json> Pool::placement(const InodeRecord& inode, const std::stri
                                {"length", rec.length},
                                {"extents", std::move(extents)}});
     }
+    if (paged) {
+      const size_t bytes = c.dump().size() + 1;  // and its comma
+      if (page_bytes > 0 && page_bytes + bytes > max_chunk_bytes) {
+        next = index;
+        break;
+      }
+      page_bytes += bytes;
+    }
     j["chunks"].push_back(std::move(c));
+  }
+  if (paged) {
+    j["next"] = std::move(next);
+    j["ctime_ns"] = inode.ctime_ns;
   }
   return j;
 }

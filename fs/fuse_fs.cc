@@ -22,6 +22,7 @@
 #include "engine/pool/layout.h"
 #include "fs/fuse_fs.h"
 #include "fs/control.h"
+#include "fs/control_server.h"
 #include "fs/evictor.h"
 #include "fs/request_stats.h"
 #include "fs/session_loop.h"
@@ -48,34 +49,12 @@ struct DirHandle {
 
 class Frontend {
  public:
-  Frontend(Pool* pool, bool update_atime) : pool_(pool), update_atime_(update_atime) {}
+  Frontend(Pool* pool, bool update_atime)
+      : pool_(pool), update_atime_(update_atime), control_(pool, [this] { return stats_json(); }) {}
 
   void set_session(fuse_session* se) { session_ = se; }
-  void set_mountpoint(std::string m) { mountpoint_ = std::move(m); }
 
-  // Adds the drive described by value (see kAddDriveXattr in fs/control.h)
-  // and keeps the outcome for pid. Only root or the user the daemon runs as may do this:
-  // the daemon creates and writes the file the value names.
-  Status add_drive(const fuse_ctx* ctx, std::string_view value) {
-    auto added = add_drive_as(ctx, value);
-    nlohmann::json j;
-    if (added.ok()) {
-      j = std::move(added).value();
-    } else {
-      j = {{"ok", false}, {"error", added.status().message()}};
-      spdlog::warn("add-drive {}: {}", value, added.status().message());
-    }
-    std::lock_guard lock(mu_);
-    if (add_drive_results_.size() >= 64) add_drive_results_.clear();  // callers read theirs at once
-    add_drive_results_[ctx->pid] = j.dump();
-    return added.status();
-  }
-  Result<std::string> add_drive_result(pid_t pid) {
-    std::lock_guard lock(mu_);
-    auto it = add_drive_results_.find(pid);
-    if (it == add_drive_results_.end()) return Status(Code::kNoData, "no add-drive by this process");
-    return it->second;
-  }
+  ControlServer& control() { return control_; }
   // Cache mode: null unless mounted with -o on_full=evict.
   void set_evictor(Evictor* e) { evictor_ = e; }
   Evictor* evictor() { return evictor_; }
@@ -157,39 +136,11 @@ class Frontend {
   RequestStats requests_;
   std::atomic<uint64_t> eio_{0}, enospc_{0};
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  Result<nlohmann::json> add_drive_as(const fuse_ctx* ctx, std::string_view value) {
-    if (ctx->uid != 0 && ctx->uid != getuid()) {
-      return Status(Code::kPermission, "only root or the user the daemon runs as may add a drive");
-    }
-    auto j = nlohmann::json::parse(value, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("path") || !j["path"].is_string() ||
-        (j.contains("size") && !j["size"].is_number_unsigned()) || (j.contains("force") && !j["force"].is_boolean())) {
-      return Status::Invalid(R"(the value must be JSON: {"path":"/abs/path","size":BYTES,"force":false})");
-    }
-    DriveSpec spec;
-    spec.path = j["path"].get<std::string>();
-    spec.size = j.value("size", uint64_t{0});
-    const bool force = j.value("force", false);
-    const std::filesystem::path path(spec.path);
-    if (!path.is_absolute()) return Status::Invalid(fmt::format("drive path {} is not absolute", spec.path));
-    // A drive inside this mount would send the daemon's own I/O back to it.
-    const auto rel = path.lexically_normal().lexically_relative(mountpoint_);
-    if (!mountpoint_.empty() && !rel.empty() && *rel.begin() != "..") {
-      return Status::Invalid(fmt::format("{} is inside the pool's own mount {}", spec.path, mountpoint_));
-    }
-    SFS_ASSIGN_OR_RETURN(uint32_t id, pool_->add_drive(spec, force));
-    nlohmann::json out = {{"ok", true}, {"id", id}, {"path", spec.path}};
-    for (const auto& seg : pool_->config().segments) {
-      if (seg.id == id) out["path"] = seg.path, out["capacity"] = seg.capacity;
-    }
-    return out;
-  }
+  ControlServer control_;
 
   fuse_session* session_ = nullptr;
-  std::string mountpoint_;
   std::mutex mu_;
   std::unordered_map<uint64_t, int> opens_;  // GUARDED_BY(mu_)
-  std::unordered_map<pid_t, std::string> add_drive_results_;  // GUARDED_BY(mu_): outcome by caller pid
 };
 
 Frontend* F(fuse_req_t req) { return static_cast<Frontend*>(fuse_req_userdata(req)); }
@@ -627,59 +578,6 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 
 bool IsUserXattr(const char* name) { return std::strncmp(name, "user.", 5) == 0; }
 
-Result<std::string> ScrubFile(Frontend* f, fuse_ino_t ino) {
-  SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
-  if (!S_ISREG(r.mode)) return Status(Code::kNoData, "only regular files are scrubbed");
-  SFS_ASSIGN_OR_RETURN(auto obj, f->store().object(r));
-  auto report = f->store().scrub(*obj);
-  obj.reset();
-  f->store().forget_if_unused(ino);
-  SFS_RETURN_IF_ERROR(report.status());
-  if (report->repaired_blocks > 0) {
-    spdlog::warn("scrub of inode {} ({}): rewrote {} bad block(s) from intact replicas", ino, r.uri,
-                 report->repaired_blocks);
-    SFS_RETURN_IF_ERROR(f->store().sync());
-  }
-  for (const auto& line : report->unrepairable) spdlog::error("scrub: {}", line);
-  nlohmann::json j = ScrubReportJson(report.value());
-  j["unrepairable_chunks"] = report->unrepairable.size();
-  if (report->unrepairable.size() > kScrubLinesMax) j["unrepairable"].get_ref<nlohmann::json::array_t&>().resize(kScrubLinesMax);
-  return j.dump();
-}
-
-// Read-only attributes the daemon answers: where a file's chunks live, its
-// layout (for a directory: the layout new files get), pool usage, and a
-// scrub of a file.
-Result<std::string> VirtualXattr(fuse_req_t req, Frontend* f, fuse_ino_t ino, const char* name) {
-  if (name == kLayoutXattr) {
-    SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
-    if (S_ISDIR(r.mode)) {
-      SFS_ASSIGN_OR_RETURN(FileLayout layout, LayoutForNewFile(f->ns(), ino, f->pool().config()));
-      return LayoutJson(layout);
-    }
-    if (!S_ISREG(r.mode)) return Status(Code::kNoData, "no layout");
-    return LayoutJson({r.chunk_size, r.strategy, r.replicas});
-  }
-  if (name == kPlacementXattr) {
-    SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
-    SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, ""));
-    return j.dump();
-  }
-  if (auto first = PlacementPageFirst(name)) {
-    SFS_ASSIGN_OR_RETURN(InodeRecord r, f->ns().get(ino));
-    SFS_ASSIGN_OR_RETURN(auto j, f->pool().placement(r, "", *first, kPlacementPageBytes));
-    return j.dump();
-  }
-  if (name == kScrubXattr) return ScrubFile(f, ino);
-  if (name == kAddDriveXattr) return f->add_drive_result(fuse_req_ctx(req)->pid);
-  if (name == kStatsXattr) {
-    SFS_ASSIGN_OR_RETURN(nlohmann::json j, f->stats_json());
-    return j.dump();
-  }
-  SFS_ASSIGN_OR_RETURN(auto usage, f->pool().usage_json());
-  return usage.dump();
-}
-
 void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
   if (size == 0) return (void)fuse_reply_xattr(req, value.size());
   if (size < value.size()) return (void)fuse_reply_err(req, ERANGE);
@@ -689,11 +587,11 @@ void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   Frontend* f = F(req);
-  if (name == kAddDriveXattr) {  // an online add-drive: on the mount root only
-    if (ino != FUSE_ROOT_ID) return (void)fuse_reply_err(req, EINVAL);
-    return (void)fuse_reply_err(req, ToErrno(f->add_drive(fuse_req_ctx(req), std::string_view(value, size))));
+  if (IsControlXattr(name)) {
+    const fuse_ctx* ctx = fuse_req_ctx(req);
+    Status s = f->control().set(ino, name, std::string_view(value, size), {ctx->uid, ctx->pid});
+    return (void)fuse_reply_err(req, ToErrno(s));
   }
-  if (IsControlXattr(name)) return (void)fuse_reply_err(req, EPERM);
   if (Status room = f->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "setxattr");
   std::string_view v(value, size);
   std::string canonical;
@@ -716,7 +614,8 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (!IsUserXattr(name)) return (void)fuse_reply_err(req, ENODATA);
   if (IsControlXattr(name)) {
-    auto v = VirtualXattr(req, F(req), ino, name);
+    const fuse_ctx* ctx = fuse_req_ctx(req);
+    auto v = F(req)->control().get(ino, name, {ctx->uid, ctx->pid});
     if (Failed(req, v, "getxattr")) return;
     return ReplyXattr(req, v.value(), size);
   }
@@ -850,7 +749,7 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
     return Status::IOError("cannot install signal handlers");
   }
   frontend.set_session(se);
-  frontend.set_mountpoint(options.mountpoint);
+  frontend.control().set_mountpoint(options.mountpoint);
   std::unique_ptr<Evictor> evictor;
   if (options.evict) {
     Evictor::Hooks hooks{

@@ -24,6 +24,7 @@
 #include "fs/control.h"
 #include "fs/control_server.h"
 #include "fs/evictor.h"
+#include "fs/metrics_writer.h"
 #include "fs/request_stats.h"
 #include "fs/session_loop.h"
 
@@ -641,55 +642,6 @@ void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   fuse_reply_err(req, ToErrno(s));
 }
 
-// -o metrics=FILE: the stats in the Prometheus text format, rewritten every
-// 5 s (and at unmount) by replacing the file, so a reader never sees half.
-class MetricsWriter {
- public:
-  MetricsWriter(Frontend* f, std::string path) : f_(f), path_(std::move(path)) {
-    if (!path_.empty()) thread_ = std::thread([this] { run(); });
-  }
-  ~MetricsWriter() { stop(); }
-  void stop() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-    write();
-  }
-
- private:
-  void run() {
-    std::unique_lock lock(mu_);
-    while (!stop_) {
-      lock.unlock();
-      write();
-      lock.lock();
-      wake_.wait_for(lock, std::chrono::seconds(5), [&] { return stop_; });
-    }
-  }
-  void write() {
-    auto j = f_->stats_json();
-    if (!j.ok()) return spdlog::warn("metrics: {}", j.status().message());
-    const std::string tmp = path_ + ".tmp";
-    FILE* out = fopen(tmp.c_str(), "w");
-    if (!out) return spdlog::warn("metrics: cannot write {}: {}", tmp, strerror(errno));
-    const std::string text = PrometheusText(j.value());
-    const bool written = fwrite(text.data(), 1, text.size(), out) == text.size();
-    if (fclose(out) != 0 || !written || rename(tmp.c_str(), path_.c_str()) != 0) {
-      spdlog::warn("metrics: cannot write {}: {}", path_, strerror(errno));
-    }
-  }
-  Frontend* f_;
-  const std::string path_;
-  std::mutex mu_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
-  std::condition_variable wake_;
-  std::thread thread_;
-};
-
 fuse_lowlevel_ops MakeOps() {
   fuse_lowlevel_ops ops{};
   ops.init = OpInit;
@@ -773,7 +725,7 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
   }
   on_ready();
   if (evictor) evictor->start();
-  MetricsWriter metrics(&frontend, options.metrics_file);
+  MetricsWriter metrics([&] { return frontend.stats_json(); }, options.metrics_file);
   RunWorkers(se, options.workers, &frontend.requests());
   metrics.stop();
   evictor.reset();  // stopped before the session it notifies goes away

@@ -18,24 +18,16 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <set>
 #include <string>
 
 #include "engine/pool/pool.h"
 #include "fs/control.h"
 #include "fs/fuse_fs.h"
+#include "tools/mount_options.h"
 
 namespace stripefs {
 namespace {
-
-// A whole number in [lo, hi] written in decimal, nothing else.
-std::optional<unsigned> ParseCount(const std::string& text, unsigned lo, unsigned hi) {
-  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  unsigned long v = std::stoul(text);
-  if (v < lo || v > hi) return std::nullopt;
-  return static_cast<unsigned>(v);
-}
 
 int Fail(const std::string& msg) {
   std::cerr << "stripefs: " << msg << "\n";
@@ -710,79 +702,12 @@ int main(int argc, char** argv) {
   try {
     if (*mkfs) return RunMkfs(meta_dir, drives, ram, chunk, strategy, replicas, force);
     if (*mount) {
-      for (auto& o : opts) {
-        if (o == "degraded") {
-          mo.degraded = true;
-        } else if (o.rfind("workers=", 0) == 0) {
-          auto n = ParseCount(o.substr(8), 1, 256);
-          if (!n) {
-            std::cerr << "stripefs: -o workers=N needs a whole number from 1 to 256, not '" << o.substr(8) << "'\n";
-            return 2;
-          }
-          mo.workers = *n;
-        } else if (o.rfind("on_full=", 0) == 0) {
-          const std::string v = o.substr(8);
-          if (v != "evict" && v != "enospc") {
-            std::cerr << "stripefs: -o on_full= takes evict or enospc, not '" << v << "'\n";
-            return 2;
-          }
-          mo.evict = v == "evict";
-        } else if (o.rfind("evict_high=", 0) == 0 || o.rfind("evict_low=", 0) == 0) {
-          const bool high = o[6] == 'h';
-          // evict_high=100: no background eviction; only a write that finds no room evicts.
-          auto pct = ParseCount(o.substr(high ? 11 : 10), 1, high ? 100 : 99);
-          if (!pct) {
-            std::cerr << "stripefs: -o " << o.substr(0, high ? 11 : 10) << "PCT needs a whole percentage from 1 to "
-                      << (high ? 100 : 99) << "\n";
-            return 2;
-          }
-          (high ? mo.evictor.high_watermark : mo.evictor.low_watermark) = *pct / 100.0;
-        } else if (o.rfind("log=", 0) == 0) {
-          std::error_code ec;
-          mo.log_file = std::filesystem::absolute(o.substr(4), ec).string();
-          if (o.size() == 4) {
-            std::cerr << "stripefs: -o log=FILE needs a file name\n";
-            return 2;
-          }
-        } else if (o.rfind("log_level=", 0) == 0) {
-          mo.log_level = spdlog::level::from_str(o.substr(10));
-          if (mo.log_level == spdlog::level::off && o.substr(10) != "off") {  // from_str's answer to a name it does not know
-            std::cerr << "stripefs: -o log_level= takes trace, debug, info, warning, error or critical, not '"
-                      << o.substr(10) << "'\n";
-            return 2;
-          }
-        } else if (o.rfind("metrics=", 0) == 0) {
-          mo.metrics_file = o.substr(8);
-          if (mo.metrics_file.empty()) {
-            std::cerr << "stripefs: -o metrics=FILE needs a file name\n";
-            return 2;
-          }
-          std::error_code ec;
-          mo.metrics_file = std::filesystem::absolute(mo.metrics_file, ec).string();  // the daemon runs in /
-        } else if (o.rfind("ram_cache=", 0) == 0) {
-          mo.ram_cache = o.substr(10);
-          if (mo.ram_cache != "s3fifo" && mo.ram_cache != "lru" && mo.ram_cache != "off") {
-            std::cerr << "stripefs: -o ram_cache= takes s3fifo, lru or off, not '" << mo.ram_cache << "'\n";
-            return 2;
-          }
-        } else if (o.rfind("meta_reserve=", 0) == 0) {
-          auto size = ParseSize(o.substr(13));
-          if (!size.ok()) {
-            std::cerr << "stripefs: -o meta_reserve=SIZE: " << size.status().message() << "\n";
-            return 2;
-          }
-          mo.meta_reserve = size.value();
-        } else if (o == "relatime" || o == "strictatime" || o == "lazytime" || o == "nodiratime") {
-          // stripefs keeps atime itself, relatime-style; FUSE refuses these flags.
-        } else if (o != "defaults" && o != "rw" && !o.empty()) {
-          mo.fuse_options.push_back(o);
-        }
-      }
-      if (mo.evictor.low_watermark >= mo.evictor.high_watermark) {
-        std::cerr << "stripefs: -o evict_low must be below evict_high\n";
+      auto options = ParseMountOptions(opts, mo);
+      if (!options.ok()) {
+        std::cerr << "stripefs: " << options.status().message() << "\n";
         return 2;
       }
-      return RunMount(mo);
+      return RunMount(std::move(options).value());
     }
     if (*placement) return RunPlacement(path, placement_meta, json);
     if (*df) return RunDf(target, df_json);

@@ -1,0 +1,79 @@
+#include "tools/mount_options.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "engine/pool/pool.h"  // ParseSize
+
+namespace stripefs {
+namespace {
+
+// A whole number in [lo, hi] written in decimal, nothing else.
+std::optional<unsigned> ParseCount(const std::string& text, unsigned lo, unsigned hi) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  unsigned long v = std::stoul(text);
+  if (v < lo || v > hi) return std::nullopt;
+  return static_cast<unsigned>(v);
+}
+
+}  // namespace
+
+Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts, fs::MountOptions mo) {
+  for (const auto& o : opts) {
+    if (o == "degraded") {
+      mo.degraded = true;
+    } else if (o.rfind("workers=", 0) == 0) {
+      auto n = ParseCount(o.substr(8), 1, 256);
+      if (!n) return Status::Invalid(fmt::format("-o workers=N needs a whole number from 1 to 256, not '{}'", o.substr(8)));
+      mo.workers = *n;
+    } else if (o.rfind("on_full=", 0) == 0) {
+      const std::string v = o.substr(8);
+      if (v != "evict" && v != "enospc") return Status::Invalid(fmt::format("-o on_full= takes evict or enospc, not '{}'", v));
+      mo.evict = v == "evict";
+    } else if (o.rfind("evict_high=", 0) == 0 || o.rfind("evict_low=", 0) == 0) {
+      const bool high = o[6] == 'h';
+      // evict_high=100: no background eviction; only a write that finds no room evicts.
+      auto pct = ParseCount(o.substr(high ? 11 : 10), 1, high ? 100 : 99);
+      if (!pct) {
+        return Status::Invalid(fmt::format("-o {}PCT needs a whole percentage from 1 to {}", o.substr(0, high ? 11 : 10),
+                                           high ? 100 : 99));
+      }
+      (high ? mo.evictor.high_watermark : mo.evictor.low_watermark) = *pct / 100.0;
+    } else if (o.rfind("log=", 0) == 0) {
+      if (o.size() == 4) return Status::Invalid("-o log=FILE needs a file name");
+      std::error_code ec;
+      mo.log_file = std::filesystem::absolute(o.substr(4), ec).string();  // the daemon runs in /
+    } else if (o.rfind("log_level=", 0) == 0) {
+      mo.log_level = spdlog::level::from_str(o.substr(10));
+      if (mo.log_level == spdlog::level::off && o.substr(10) != "off") {  // from_str's answer to a name it does not know
+        return Status::Invalid(fmt::format(
+            "-o log_level= takes trace, debug, info, warning, error or critical, not '{}'", o.substr(10)));
+      }
+    } else if (o.rfind("metrics=", 0) == 0) {
+      if (o.size() == 8) return Status::Invalid("-o metrics=FILE needs a file name");
+      std::error_code ec;
+      mo.metrics_file = std::filesystem::absolute(o.substr(8), ec).string();  // the daemon runs in /
+    } else if (o.rfind("ram_cache=", 0) == 0) {
+      mo.ram_cache = o.substr(10);
+      if (mo.ram_cache != "s3fifo" && mo.ram_cache != "lru" && mo.ram_cache != "off") {
+        return Status::Invalid(fmt::format("-o ram_cache= takes s3fifo, lru or off, not '{}'", mo.ram_cache));
+      }
+    } else if (o.rfind("meta_reserve=", 0) == 0) {
+      auto size = ParseSize(o.substr(13));
+      if (!size.ok()) return Status::Invalid("-o meta_reserve=SIZE: " + size.status().message());
+      mo.meta_reserve = size.value();
+    } else if (o == "relatime" || o == "strictatime" || o == "lazytime" || o == "nodiratime") {
+      // stripefs keeps atime itself, relatime-style; FUSE refuses these flags.
+    } else if (o != "defaults" && o != "rw" && !o.empty()) {
+      mo.fuse_options.push_back(o);
+    }
+  }
+  if (mo.evictor.low_watermark >= mo.evictor.high_watermark) {
+    return Status::Invalid("-o evict_low must be below evict_high");
+  }
+  return mo;
+}
+
+}  // namespace stripefs

@@ -1,19 +1,11 @@
 // The stripefs command: mkfs, mount, placement, df, fsck, stats, scrub, add-drive, replace-drive.
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/sinks/syslog_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +16,7 @@
 #include "engine/pool/pool.h"
 #include "fs/control.h"
 #include "fs/fuse_fs.h"
+#include "tools/daemon.h"
 #include "tools/mount_options.h"
 
 namespace stripefs {
@@ -86,139 +79,6 @@ int RunMkfs(const std::string& meta_dir, const std::vector<std::string>& drives,
   for (const auto& seg : cfg.segments) {
     fmt::print("  segment {} {:5} {} ({} bytes)\n", seg.id, seg.kind, seg.path, seg.capacity);
   }
-  return 0;
-}
-
-// ---- mount ----
-
-// True while process pid has /dev/fuse open, i.e. still serves a mount.
-bool ServesAMount(pid_t pid) {
-  std::error_code ec;
-  for (const auto& fd : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", pid), ec)) {
-    std::error_code link_ec;
-    if (std::filesystem::read_symlink(fd.path(), link_ec) == "/dev/fuse") return true;
-  }
-  return false;
-}
-
-// Right after `umount` the pool's daemon is still flushing and closing the
-// pool (it holds the metadata lock until it exits): a mount then waits for it
-// instead of failing with "in use". A daemon that still serves a mount is not
-// waited for; Pool::Open reports the pool as in use.
-void WaitForUnmountedDaemon(const std::string& pid_file) {
-  FILE* f = fopen(pid_file.c_str(), "r");
-  if (!f) return;
-  int pid = 0;
-  const bool read_pid = fscanf(f, "%d", &pid) == 1;
-  fclose(f);
-  if (!read_pid || pid <= 0) return;
-  for (int i = 0; i < 600 && kill(pid, 0) == 0 && !ServesAMount(pid); ++i) usleep(50 * 1000);
-}
-
-int RunMount(fs::MountOptions options) {
-  struct stat st;
-  if (stat(options.mountpoint.c_str(), &st) != 0) {
-    if (errno == ENOTCONN) {
-      return Fail(fmt::format("{} is a dead mount (its daemon stopped); unmount it first with "
-                              "`fusermount3 -u {}` or `umount -l {}`", options.mountpoint, options.mountpoint,
-                              options.mountpoint));
-    }
-    return Fail(fmt::format("mountpoint {}: {}", options.mountpoint, strerror(errno)));
-  }
-  if (!S_ISDIR(st.st_mode)) return Fail(fmt::format("mountpoint {} is not a directory", options.mountpoint));
-  std::error_code ec;
-  options.meta_dir = std::filesystem::absolute(options.meta_dir, ec).string();
-  options.mountpoint = std::filesystem::absolute(options.mountpoint, ec).string();
-  const std::string pid_file = options.meta_dir + "/daemon.pid";
-  WaitForUnmountedDaemon(pid_file);
-
-  // The daemon child reports "OK" or its error through this pipe, so the
-  // parent can return once the mount answers, or fail with the real reason.
-  int ready[2] = {-1, -1};
-  if (!options.foreground) {
-    if (pipe2(ready, O_CLOEXEC) != 0) return Fail("cannot create a pipe");
-    pid_t child = fork();
-    if (child < 0) return Fail("cannot fork");
-    if (child > 0) {
-      close(ready[1]);
-      std::string msg;
-      char buf[512];
-      ssize_t n;
-      while ((n = read(ready[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
-      close(ready[0]);
-      if (msg != "OK") {
-        int status = 0;
-        waitpid(child, &status, 0);
-        return Fail(msg.empty() ? "the mount daemon exited before the mount was ready" : msg);
-      }
-      struct statfs st;
-      if (statfs(options.mountpoint.c_str(), &st) != 0) return Fail("the mount does not answer");
-      return 0;
-    }
-    close(ready[0]);
-    setsid();
-  }
-  auto report = [&](const std::string& msg) {
-    if (ready[1] >= 0) {
-      (void)!write(ready[1], msg.data(), msg.size());
-      close(ready[1]);
-      ready[1] = -1;
-    } else if (msg != "OK") {
-      std::cerr << "stripefs: " << msg << "\n";
-    }
-  };
-
-  auto pool = Pool::Open(options.meta_dir, Pool::Mode::kMount, options.degraded);
-  if (!pool.ok()) {
-    report(pool.status().message());
-    return 1;
-  }
-  if (!options.foreground) {  // only now: a refused mount leaves no log file in a directory that is not a pool
-    // A daemon logs to its file and to syslog (the journal, where systemd runs);
-    // with -f everything goes to stderr.
-    std::vector<spdlog::sink_ptr> sinks{
-        std::make_shared<spdlog::sinks::basic_file_sink_mt>(
-            options.log_file.empty() ? options.meta_dir + "/stripefs.log" : options.log_file),
-        std::make_shared<spdlog::sinks::syslog_sink_mt>("stripefs", LOG_PID, LOG_DAEMON, true)};
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("stripefs", sinks.begin(), sinks.end()));
-    spdlog::flush_every(std::chrono::seconds(2));
-    spdlog::flush_on(spdlog::level::warn);  // what went wrong is in the file at once
-  }
-  spdlog::set_level(options.log_level);
-  if (options.meta_reserve) pool.value()->set_metadata_reserve(*options.meta_reserve);
-  if (options.ram_cache != "off" && pool.value()->ram_capacity() > 0) {
-    pool.value()->store().set_cache(pool.value()->ram_capacity(), options.ram_cache);
-  }
-  for (const auto& m : pool.value()->missing_drives()) {
-    std::cerr << "stripefs: warning: mounting degraded: " << m << "\n";
-    spdlog::warn("mounted degraded: {}", m);
-  }
-  spdlog::info("pool {} mounted at {}", pool.value()->config().uuid, options.mountpoint);
-  Status s = fs::Serve(pool.value().get(), options, [&] {
-    if (FILE* f = fopen(pid_file.c_str(), "w")) {
-      fprintf(f, "%d\n", getpid());
-      fclose(f);
-    }
-    if (!options.foreground) {
-      int null = open("/dev/null", O_RDWR);
-      if (null >= 0) {
-        dup2(null, 0);
-        dup2(null, 1);
-        dup2(null, 2);
-        close(null);
-      }
-      (void)!chdir("/");
-    }
-    report("OK");
-  });
-  pool.value().reset();  // synced and closed: the pool is free for the next mount
-  unlink(pid_file.c_str());
-  if (!s.ok()) {
-    spdlog::error("{}", s.message());
-    report(s.message());
-    return 1;
-  }
-  spdlog::info("unmounted cleanly");
   return 0;
 }
 

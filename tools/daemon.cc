@@ -1,0 +1,205 @@
+#include "tools/daemon.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "engine/pool/pool.h"
+
+namespace stripefs {
+namespace {
+
+// Where the outcome of a mount goes. A daemon sends "OK" once the mount
+// answers, or the reason it could not mount, through a pipe to the command
+// that forked it and waits for it. Failures with no one waiting on the pipe
+// (before the fork, in that command, in the foreground, or after the answer
+// was sent) are printed on stderr.
+class Outcome {
+ public:
+  // The daemon's end of the pipe; the next Ready() or Fail() is sent through it.
+  void SendThrough(int pipe_fd) { pipe_fd_ = pipe_fd; }
+  void Ready() { Send("OK"); }
+  // Returns 1, the exit status of a failed mount.
+  int Fail(const std::string& msg) {
+    Send(msg);
+    return 1;
+  }
+
+ private:
+  void Send(const std::string& msg) {
+    if (pipe_fd_ >= 0) {
+      (void)!write(pipe_fd_, msg.data(), msg.size());
+      close(pipe_fd_);
+      pipe_fd_ = -1;
+    } else if (msg != "OK") {
+      std::cerr << "stripefs: " << msg << "\n";
+    }
+  }
+
+  int pipe_fd_ = -1;
+};
+
+Status CheckMountpoint(const std::string& mountpoint) {
+  struct stat st;
+  if (stat(mountpoint.c_str(), &st) != 0) {
+    if (errno == ENOTCONN) {
+      return Status::Invalid(fmt::format("{} is a dead mount (its daemon stopped); unmount it first with "
+                                         "`fusermount3 -u {}` or `umount -l {}`", mountpoint, mountpoint, mountpoint));
+    }
+    return Status::Invalid(fmt::format("mountpoint {}: {}", mountpoint, strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::Invalid(fmt::format("mountpoint {} is not a directory", mountpoint));
+  return Status::OK();
+}
+
+// True while process pid has /dev/fuse open, i.e. still serves a mount.
+bool ServesAMount(pid_t pid) {
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", pid), ec)) {
+    std::error_code link_ec;
+    if (std::filesystem::read_symlink(fd.path(), link_ec) == "/dev/fuse") return true;
+  }
+  return false;
+}
+
+// Right after `umount` the pool's daemon is still flushing and closing the
+// pool (it holds the metadata lock until it exits): a mount then waits for it
+// instead of failing with "in use". A daemon that still serves a mount is not
+// waited for; Pool::Open reports the pool as in use.
+void WaitForUnmountedDaemon(const std::string& pid_file) {
+  FILE* f = fopen(pid_file.c_str(), "r");
+  if (!f) return;
+  int pid = 0;
+  const bool read_pid = fscanf(f, "%d", &pid) == 1;
+  fclose(f);
+  if (!read_pid || pid <= 0) return;
+  for (int i = 0; i < 600 && kill(pid, 0) == 0 && !ServesAMount(pid); ++i) usleep(50 * 1000);
+}
+
+// The forking command's side: waits for the daemon's answer on ready_fd, then
+// for the mount to answer.
+Status WaitForDaemon(pid_t daemon, int ready_fd, const std::string& mountpoint) {
+  std::string msg;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(ready_fd, buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(ready_fd);
+  if (msg != "OK") {
+    int status = 0;
+    waitpid(daemon, &status, 0);
+    return Status::IOError(msg.empty() ? "the mount daemon exited before the mount was ready" : msg);
+  }
+  struct statfs st;
+  if (statfs(mountpoint.c_str(), &st) != 0) return Status::IOError("the mount does not answer");
+  return Status::OK();
+}
+
+// A daemon logs to its file and to syslog (the journal, where systemd runs);
+// with -f spdlog's default logger prints on the terminal.
+void LogToFileAndSyslog(const std::string& log_file) {
+  std::vector<spdlog::sink_ptr> sinks{std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file),
+                                      std::make_shared<spdlog::sinks::syslog_sink_mt>("stripefs", LOG_PID, LOG_DAEMON, true)};
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("stripefs", sinks.begin(), sinks.end()));
+  spdlog::flush_every(std::chrono::seconds(2));
+  spdlog::flush_on(spdlog::level::warn);  // what went wrong is in the file at once
+}
+
+// The options that tune the opened pool rather than the FUSE session.
+void ApplyToPool(const fs::MountOptions& options, Pool& pool) {
+  if (options.meta_reserve) pool.set_metadata_reserve(*options.meta_reserve);
+  if (options.ram_cache != "off" && pool.ram_capacity() > 0) pool.store().set_cache(pool.ram_capacity(), options.ram_cache);
+}
+
+// Once the kernel mount exists: the pid file that WaitForUnmountedDaemon reads,
+// and a daemon lets go of the terminal and of the directory it started in.
+void OnMounted(const fs::MountOptions& options, const std::string& pid_file) {
+  if (FILE* f = fopen(pid_file.c_str(), "w")) {
+    fprintf(f, "%d\n", getpid());
+    fclose(f);
+  }
+  if (!options.foreground) {
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+      close(null);
+    }
+    (void)!chdir("/");
+  }
+}
+
+// The daemon (or the -f process): opens the pool, serves the mount until it
+// is unmounted, then closes the pool.
+int OpenAndServe(const fs::MountOptions& options, const std::string& pid_file, Outcome& outcome) {
+  auto pool = Pool::Open(options.meta_dir, Pool::Mode::kMount, options.degraded);
+  if (!pool.ok()) return outcome.Fail(pool.status().message());
+  if (!options.foreground) {  // only now: a refused mount leaves no log file in a directory that is not a pool
+    LogToFileAndSyslog(options.log_file.empty() ? options.meta_dir + "/stripefs.log" : options.log_file);
+  }
+  spdlog::set_level(options.log_level);
+  ApplyToPool(options, *pool.value());
+  for (const auto& m : pool.value()->missing_drives()) {
+    std::cerr << "stripefs: warning: mounting degraded: " << m << "\n";
+    spdlog::warn("mounted degraded: {}", m);
+  }
+  spdlog::info("pool {} mounted at {}", pool.value()->config().uuid, options.mountpoint);
+  Status s = fs::Serve(pool.value().get(), options, [&] {
+    OnMounted(options, pid_file);
+    outcome.Ready();
+  });
+  pool.value().reset();  // synced and closed: the pool is free for the next mount
+  unlink(pid_file.c_str());
+  if (!s.ok()) {
+    spdlog::error("{}", s.message());
+    return outcome.Fail(s.message());
+  }
+  spdlog::info("unmounted cleanly");
+  return 0;
+}
+
+}  // namespace
+
+int RunMount(fs::MountOptions options) {
+  Outcome outcome;
+  if (Status s = CheckMountpoint(options.mountpoint); !s.ok()) return outcome.Fail(s.message());
+  std::error_code ec;
+  options.meta_dir = std::filesystem::absolute(options.meta_dir, ec).string();
+  options.mountpoint = std::filesystem::absolute(options.mountpoint, ec).string();
+  const std::string pid_file = options.meta_dir + "/daemon.pid";
+  WaitForUnmountedDaemon(pid_file);
+
+  if (!options.foreground) {
+    // The daemon reports "OK" or its error through this pipe, so this command
+    // can return once the mount answers, or fail with the real reason.
+    int ready[2] = {-1, -1};
+    if (pipe2(ready, O_CLOEXEC) != 0) return outcome.Fail("cannot create a pipe");
+    pid_t child = fork();
+    if (child < 0) return outcome.Fail("cannot fork");
+    if (child > 0) {
+      close(ready[1]);
+      Status s = WaitForDaemon(child, ready[0], options.mountpoint);
+      return s.ok() ? 0 : outcome.Fail(s.message());
+    }
+    close(ready[0]);
+    setsid();
+    outcome.SendThrough(ready[1]);
+  }
+  return OpenAndServe(options, pid_file, outcome);
+}
+
+}  // namespace stripefs

@@ -10,14 +10,15 @@
 #   CRASH_SEED        the stress seeds and kill moments follow from it (the thread
 #                     interleaving, and so the exact state at each kill, does not)
 #   CRASH_KEEP        where to keep the evidence of a failure (default /tmp)
-#   STRIPEFS_STRESS   the stripefs-stress binary (default: beside $STRIPEFS)
+#   STRIPEFS_STRESS   the stripefs-stress binary (default: tests/stress/ of the
+#                     build directory that holds $STRIPEFS as tools/stripefs)
 #
 # Long mode, from a build directory:
 #   CRASH_ITERATIONS=200 STRIPEFS=tools/stripefs bash ../tests/integration/crash.sh
 DRIVE_SIZE=${DRIVE_SIZE:-512M}  # room for 4 threads x 16 files x 12 MiB at worst
 source "$(dirname "$0")/lib.sh"
 
-STRESS=${STRIPEFS_STRESS:-$(dirname "$STRIPEFS")/stripefs-stress}
+STRESS=${STRIPEFS_STRESS:-$(dirname "$STRIPEFS")/../tests/stress/stripefs-stress}
 [[ -x "$STRESS" ]] || fail "stripefs-stress not found at '$STRESS' (set STRIPEFS_STRESS)"
 ITERATIONS=${CRASH_ITERATIONS:-5}
 SEED=${CRASH_SEED:-$(( (RANDOM << 15 | RANDOM) % 1000000 ))}

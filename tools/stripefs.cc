@@ -16,6 +16,7 @@
 #include "engine/pool/pool.h"
 #include "fs/control.h"
 #include "fs/fuse_fs.h"
+#include "tools/command_line.h"
 #include "tools/daemon.h"
 #include "tools/mount_options.h"
 
@@ -459,6 +460,16 @@ int RunFsck(const std::string& meta_dir, bool verify) {
   return 0;
 }
 
+// A refused -o option exits 2, before anything is touched.
+int RunMountCommand(const MountArgs& args) {
+  auto options = ParseMountOptions(args.o, args.options);
+  if (!options.ok()) {
+    std::cerr << "stripefs: " << options.status().message() << "\n";
+    return 2;
+  }
+  return RunMount(std::move(options).value());
+}
+
 }  // namespace
 }  // namespace stripefs
 
@@ -467,115 +478,29 @@ int main(int argc, char** argv) {
   CLI::App app{"stripefs: a FUSE filesystem that stripes files over NVMe drives"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(STRIPEFS_VERSION));
-
-  std::string meta_dir, ram, chunk = "4M", strategy = "striped";
-  std::vector<std::string> drives;
-  uint32_t replicas = 1;
-  bool force = false;
-  auto* mkfs = app.add_subcommand("mkfs", "Format a pool: drives (files or block devices), a RAM segment, metadata");
-  mkfs->add_option("--meta", meta_dir, "Directory for the pool's metadata (RocksDB)")->required();
-  mkfs->add_option("--drive", drives, "PATH[:SIZE] of a drive; a file is created or grown to SIZE (K/M/G/T)")->required();
-  mkfs->add_option("--ram", ram, "Size of a RAM segment (K/M/G/T)");
-  mkfs->add_option("--chunk-size", chunk, "Chunk size, a power of two from 1M to 64M")->capture_default_str();
-  mkfs->add_option("--strategy", strategy, "Placement strategy: striped, random, free-ratio-first, two-choice or round-robin")->capture_default_str();
-  mkfs->add_option("--replicas", replicas, "Copies of each chunk, on distinct drives (1-3)")->capture_default_str()->check(CLI::Range(1, 3));
-  mkfs->add_flag("--force", force, "Overwrite drives and a metadata directory that already hold a pool");
-
-  fs::MountOptions mo;
-  std::vector<std::string> opts;
-  auto* mount = app.add_subcommand("mount", "Mount a pool; returns once the mount answers");
-  mount->add_option("DIR", mo.meta_dir, "The pool's metadata directory (--meta of mkfs)")->required();
-  mount->add_option("MOUNTPOINT", mo.mountpoint, "An existing directory to mount on")->required();
-  mount->add_flag("-f,--foreground", mo.foreground, "Stay in the foreground, logging to stderr");
-  mount->add_option("-o", opts,
-                    "Mount options, comma-separated: degraded (use the pool with a drive missing), "
-                    "workers=N (threads serving requests, 1-256, default 8), log=FILE (the daemon's log file; default "
-                    "DIR/stripefs.log; it logs to syslog too), log_level=LEVEL (default info), metrics=FILE (the stats in Prometheus text format, "
-                    "rewritten every 5 s), on_full=evict|enospc (cache mode: evict least recently used files "
-                    "instead of failing when full; evict_high=PCT and evict_low=PCT set when, default 90 and 80 (evict_high=100: "
-                    "only writes that find no room evict); "
-                    "a file with xattr user.stripefs.pin=1 stays), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
-                    "whole chunks; default s3fifo), meta_reserve=SIZE (free space kept on the "
-                    "metadata directory's file system for deletes; default 64M or a tenth of it), noatime (reads never update "
-                    "atime; the default is relatime), or FUSE options such as ro, allow_other")
-      ->delimiter(',');
-
-  std::string path;
-  bool json = false;
-  std::string placement_meta;
-  auto* placement = app.add_subcommand("placement", "Show where each chunk of a file lives");
-  placement->add_option("PATH", path, "A file on a mounted pool, or a path inside the pool with --meta")->required();
-  placement->add_option("--meta", placement_meta, "Read an unmounted pool's metadata directory instead");
-  placement->add_flag("--json", json, "Print JSON");
-
-  std::string target;
-  bool df_json = false;
-  auto* df = app.add_subcommand("df", "Capacity and use of every segment");
-  df->add_option("TARGET", target, "A mountpoint, or an unmounted pool's metadata directory")->required();
-  df->add_flag("--json", df_json, "Print JSON");
-
-  std::string fsck_dir;
-  bool verify = false;
-  auto* fsck = app.add_subcommand("fsck", "Check an unmounted pool; lists every problem and exits non-zero if any");
-  fsck->add_option("DIR", fsck_dir, "The pool's metadata directory")->required();
-  fsck->add_flag("--verify", verify, "Also read every block and check its checksum");
-
-  std::string stats_target;
-  bool stats_json = false;
-  double stats_watch = 0;
-  auto* stats = app.add_subcommand("stats", "Requests, latency percentiles, RAM tier, evictions and space of a mount");
-  stats->add_option("MOUNTPOINT", stats_target, "A stripefs mountpoint")->required();
-  stats->add_flag("--json", stats_json, "Print JSON (one document per line with --watch)");
-  stats->add_option("--watch", stats_watch, "Print again every SECONDS until interrupted")->check(CLI::Range(0.1, 3600.0));
-
-  std::string scrub_target;
-  bool scrub_json = false;
-  auto* scrub = app.add_subcommand("scrub", "Read and verify every replica of every file, rewriting bad blocks "
-                                            "from intact replicas; exits non-zero if anything stays bad");
-  scrub->add_option("TARGET", scrub_target, "A mountpoint (online), or an unmounted pool's metadata directory")->required();
-  scrub->add_flag("--json", scrub_json, "Print the report as JSON");
-
-  std::string add_dir, add_path;
-  bool add_force = false;
-  auto* add = app.add_subcommand("add-drive", "Add a drive to a pool, mounted (new chunks use it at once) or not "
-                                              "(from the next mount)");
-  add->add_option("TARGET", add_dir, "A mountpoint (online), or an unmounted pool's metadata directory")->required();
-  add->add_option("PATH", add_path, "PATH[:SIZE] of the new drive; a file is created or grown to SIZE")->required();
-  add->add_flag("--force", add_force, "Overwrite a drive that holds another stripefs pool");
-
-  std::string replace_dir, replace_path;
-  uint32_t replace_id = 0;
-  bool replace_force = false, replace_json = false;
-  auto* replace = app.add_subcommand("replace-drive", "Put a new drive in place of a missing or failing one of an "
-                                                      "unmounted pool and rebuild its replicas from the other drives");
-  replace->add_option("DIR", replace_dir, "The pool's metadata directory")->required();
-  replace->add_option("ID", replace_id, "The drive's segment id (as `stripefs df` shows it)")->required();
-  replace->add_option("PATH", replace_path, "PATH[:SIZE] of the new drive; a file is created or grown to SIZE")->required();
-  replace->add_flag("--force", replace_force, "Overwrite a new drive that holds another stripefs pool");
-  replace->add_flag("--json", replace_json, "Print the rebuild report as JSON");
-
+  CommandLine cl;
+  DeclareCommands(app, cl);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
-    if (*mkfs) return RunMkfs(meta_dir, drives, ram, chunk, strategy, replicas, force);
-    if (*mount) {
-      auto options = ParseMountOptions(opts, mo);
-      if (!options.ok()) {
-        std::cerr << "stripefs: " << options.status().message() << "\n";
-        return 2;
-      }
-      return RunMount(std::move(options).value());
+    if (*cl.mkfs) {
+      const MkfsArgs& a = cl.mkfs_args;
+      return RunMkfs(a.meta_dir, a.drives, a.ram, a.chunk, a.strategy, a.replicas, a.force);
     }
-    if (*placement) return RunPlacement(path, placement_meta, json);
-    if (*df) return RunDf(target, df_json);
-    if (*fsck) return RunFsck(fsck_dir, verify);
-    if (*scrub) return RunScrub(scrub_target, scrub_json);
-    if (*stats) return RunStats(stats_target, stats_json, stats_watch);
-    if (*add) return RunAddDrive(add_dir, add_path, add_force);
-    if (*replace) return RunReplaceDrive(replace_dir, replace_id, replace_path, replace_force, replace_json);
+    if (*cl.mount) return RunMountCommand(cl.mount_args);
+    if (*cl.placement) return RunPlacement(cl.placement_args.path, cl.placement_args.meta_dir, cl.placement_args.json);
+    if (*cl.df) return RunDf(cl.df_args.target, cl.df_args.json);
+    if (*cl.fsck) return RunFsck(cl.fsck_args.meta_dir, cl.fsck_args.verify);
+    if (*cl.scrub) return RunScrub(cl.scrub_args.target, cl.scrub_args.json);
+    if (*cl.stats) return RunStats(cl.stats_args.mountpoint, cl.stats_args.json, cl.stats_args.watch);
+    if (*cl.add_drive) return RunAddDrive(cl.add_drive_args.target, cl.add_drive_args.drive, cl.add_drive_args.force);
+    if (*cl.replace_drive) {
+      const ReplaceDriveArgs& a = cl.replace_drive_args;
+      return RunReplaceDrive(a.meta_dir, a.id, a.drive, a.force, a.json);
+    }
   } catch (const std::exception& e) {
     std::cerr << "stripefs: " << e.what() << "\n";
     return 1;

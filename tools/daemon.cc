@@ -1,3 +1,4 @@
+// The mount daemon (see daemon.h).
 #include "tools/daemon.h"
 
 #include <fcntl.h>

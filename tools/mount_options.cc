@@ -1,3 +1,4 @@
+// The -o options of `stripefs mount` (see mount_options.h).
 #include "tools/mount_options.h"
 
 #include <fmt/format.h>

@@ -30,8 +30,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -58,6 +56,10 @@
 #include <thread>
 #include <vector>
 
+#include "pattern.h"
+#include "state_file.h"
+
+namespace stress {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -68,251 +70,9 @@ constexpr uint32_t kGuessLimit = 1u << 20;  // object ids tried for a file witho
 constexpr int kDirSlots = 3;
 constexpr int kXattrNames = 4;
 constexpr size_t kRecentOps = 20;
-constexpr const char* kObjXattr = "user.obj";
 
-// ---------------------------------------------------------------------------
-// The data generator.
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t ObjKey(uint32_t t, uint32_t o) { return Mix(0x5f3759df2b7e1516ULL ^ (uint64_t{t} << 40) ^ o); }
-// 8 nibbles: the high nibbles of the bytes at [8q, 8q+8) of object o of thread t.
-uint64_t HighNibbles(uint64_t key, uint64_t q) { return Mix(key ^ (q * 0x9e3779b97f4a7c15ULL)); }
-uint64_t LowNibbles(uint64_t key, uint32_t n, uint64_t q) {
-  return Mix(key ^ Mix(n + 0x632be59bd9b4e019ULL) ^ (q * 0xd6e8feb86659fd93ULL));
-}
-
-// Fills out[0, len) with the bytes operation n of thread t writes to object o at file offset off.
-void Fill(uint32_t t, uint32_t o, uint32_t n, uint64_t off, size_t len, uint8_t* out) {
-  uint64_t key = ObjKey(t, o);
-  for (uint64_t p = off; p < off + len;) {
-    uint64_t q = p / 8, hi = HighNibbles(key, q), lo = LowNibbles(key, n, q);
-    for (unsigned i = p % 8; i < 8 && p < off + len; ++i, ++p)
-      out[p - off] = static_cast<uint8_t>((((hi >> (4 * i)) & 0xf) << 4) | ((lo >> (4 * i)) & 0xf));
-  }
-}
-
-// The first offset in data (bytes [base, base+len) of a file of object o of
-// thread t) holding a byte that no write to that object could have put there
-// (zeros are holes and always allowed).
-std::optional<uint64_t> FirstForeignByte(uint32_t t, uint32_t o, const uint8_t* data, uint64_t base, uint64_t len) {
-  uint64_t key = ObjKey(t, o);
-  for (uint64_t p = base; p < base + len;) {
-    uint64_t q = p / 8, hi = HighNibbles(key, q);
-    for (unsigned i = p % 8; i < 8 && p < base + len; ++i, ++p) {
-      uint8_t b = data[p - base];
-      if (b != 0 && (b >> 4) != ((hi >> (4 * i)) & 0xf)) return p;
-    }
-  }
-  return std::nullopt;
-}
-
-// The object whose writes could have produced data, searched among ids [1, limit)
-// on up to 64 non-zero bytes (for a file whose user.obj is missing).
-std::optional<uint32_t> GuessObject(uint32_t t, const uint8_t* data, uint64_t size, uint32_t limit) {
-  std::vector<uint64_t> at;
-  for (uint64_t p = 0; p < size && at.size() < 64; ++p)
-    if (data[p]) at.push_back(p);
-  if (at.empty()) return std::nullopt;
-  for (uint32_t o = 1; o < limit; ++o) {
-    bool fits = true;
-    for (uint64_t p : at)
-      if (FirstForeignByte(t, o, data + p, p, 1)) {
-        fits = false;
-        break;
-      }
-    if (fits) return o;
-  }
-  return std::nullopt;
-}
-
-std::string Sha256(const uint8_t* data, size_t len) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(data, len, md, &n, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned i = 0; i < n; ++i) hex += fmt::format("{:02x}", md[i]);
-  return hex;
-}
-
-std::string Hex(const uint8_t* p, size_t n) {
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += fmt::format("{:02x}{}", p[i], i + 1 < n ? " " : "");
-  return s;
-}
-
-// "t<t>.o<o>.n<n>." then filler up to len bytes: an xattr value that names its thread and object.
-std::string XattrValue(uint32_t t, uint32_t o, uint32_t n, size_t len) {
-  std::string v = fmt::format("t{}.o{}.n{}.", t, o, n);
-  while (v.size() < len) v.push_back(static_cast<char>('a' + (v.size() * 7 + n) % 26));
-  return v;
-}
-
-// Parses what XattrValue made (and what user.obj holds: "t<t>.o<o>.").
-std::optional<std::pair<uint32_t, uint32_t>> ParseXattrValue(const std::string& v) {
-  unsigned t = 0, o = 0;
-  int used = 0;
-  if (std::sscanf(v.c_str(), "t%u.o%u.%n", &t, &o, &used) != 2 || used == 0) return std::nullopt;
-  return std::make_pair(t, o);
-}
-
-// The object a file of thread t belongs to, by its xattrs: user.obj first,
-// then any value an operation wrote. Ids must be below obj_limit. Sets *bad
-// (when empty) to the first value that does not fit.
-std::optional<uint32_t> IdentityOf(uint32_t t, const std::map<std::string, std::string>& xattrs, uint32_t obj_limit,
-                                   std::string* bad) {
-  std::optional<uint32_t> id;
-  auto take = [&](const std::string& x, const std::string& v) {
-    auto p = ParseXattrValue(v);
-    if (!p || p->first != t || p->second == 0 || p->second >= obj_limit) {
-      if (bad->empty()) *bad = fmt::format("xattr {} holds '{}', which no operation of thread {} wrote", x, v.substr(0, 40), t);
-    } else if (!id) {
-      id = p->second;
-    } else if (*id != p->second && bad->empty()) {
-      *bad = fmt::format("xattr {} names object {}, the file is object {}", x, p->second, *id);
-    }
-  };
-  if (auto it = xattrs.find(kObjXattr); it != xattrs.end()) take(it->first, it->second);
-  for (const auto& [x, v] : xattrs)
-    if (x != kObjXattr) take(x, v);
-  return id;
-}
-
-// ---------------------------------------------------------------------------
-// Names a thread owns.
-
-int g_files = 12;  // file slots per thread
-
-std::string SlotName(int i) { return i % 3 == 2 ? fmt::format("sub/g{}", i) : fmt::format("f{}", i); }
-std::string DirSlotName(int j) { return fmt::format("d{}", j); }
-std::string ThreadDir(int t) { return fmt::format("t{}", t); }
-
-// ---------------------------------------------------------------------------
-// The durable state (--state).
-
-struct CleanRecord {
-  uint32_t obj = 0;
-  uint64_t size = 0;
-  std::string sha256;
-  bool has_xattrs = false;  // false after fdatasync, which need not persist xattrs
-  std::map<std::string, std::string> xattrs;
-};
-
-struct ThreadState {
-  uint32_t obj_reserved = 0;          // object ids below this may exist
-  std::map<int, CleanRecord> clean;   // by file slot
-};
-
-struct State {
-  int threads = 0;
-  int files = 0;
-  uint64_t max_size = 0;  // no file grows past this (0: unknown)
-  std::vector<ThreadState> t;
-};
-
-nlohmann::json ToJson(const State& s) {
-  nlohmann::json j;
-  j["version"] = 1;
-  j["threads"] = s.threads;
-  j["files"] = s.files;
-  j["max_size"] = s.max_size;
-  j["thread"] = nlohmann::json::array();
-  for (const auto& ts : s.t) {
-    nlohmann::json jt;
-    jt["obj_reserved"] = ts.obj_reserved;
-    jt["clean"] = nlohmann::json::array();
-    for (const auto& [slot, r] : ts.clean) {
-      nlohmann::json c{{"slot", slot}, {"name", SlotName(slot)}, {"obj", r.obj}, {"size", r.size}, {"sha256", r.sha256}};
-      c["xattrs"] = r.has_xattrs ? nlohmann::json(r.xattrs) : nlohmann::json(nullptr);
-      jt["clean"].push_back(c);
-    }
-    j["thread"].push_back(jt);
-  }
-  return j;
-}
-
-std::optional<State> LoadState(const std::string& path, std::string* err) {
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) {
-    *err = fmt::format("{}: {}", path, std::strerror(errno));
-    return std::nullopt;
-  }
-  std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("version", 0) != 1) {
-    *err = fmt::format("{}: not a stripefs-stress state file", path);
-    return std::nullopt;
-  }
-  try {
-    State s;
-    s.threads = j.at("threads").get<int>();
-    s.files = j.at("files").get<int>();
-    s.max_size = j.value("max_size", uint64_t{0});
-    for (const auto& jt : j.at("thread")) {
-      ThreadState ts;
-      ts.obj_reserved = jt.at("obj_reserved").get<uint32_t>();
-      for (const auto& c : jt.at("clean")) {
-        CleanRecord r;
-        r.obj = c.at("obj").get<uint32_t>();
-        r.size = c.at("size").get<uint64_t>();
-        r.sha256 = c.at("sha256").get<std::string>();
-        r.has_xattrs = !c.at("xattrs").is_null();
-        if (r.has_xattrs) r.xattrs = c.at("xattrs").get<std::map<std::string, std::string>>();
-        ts.clean[c.at("slot").get<int>()] = std::move(r);
-      }
-      s.t.push_back(std::move(ts));
-    }
-    if (static_cast<int>(s.t.size()) != s.threads) throw std::runtime_error("thread count");
-    return s;
-  } catch (const std::exception& e) {
-    *err = fmt::format("{}: malformed state file ({})", path, e.what());
-    return std::nullopt;
-  }
-}
-
-// The state every thread updates; Save() replaces the file atomically.
-class StateFile {
- public:
-  std::mutex mu;
-  State state;  // GUARDED_BY(mu)
-  std::string path;  // empty: no --state
-
-  bool enabled() const { return !path.empty(); }
-
-  // REQUIRES: mu held.
-  void save_locked() {
-    if (!enabled()) return;
-    std::string text = ToJson(state).dump(1) + "\n";
-    std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool ok = fd >= 0;
-    for (size_t done = 0; ok && done < text.size();) {
-      ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-      if (w <= 0) ok = false;
-      else done += static_cast<size_t>(w);
-    }
-    if (ok) ok = ::fsync(fd) == 0;
-    if (fd >= 0) ::close(fd);
-    if (ok) ok = ::rename(tmp.c_str(), path.c_str()) == 0;
-    if (!ok) {
-      std::fprintf(stderr, "stripefs-stress: cannot write state file %s: %s\n", path.c_str(), std::strerror(errno));
-      std::fflush(stderr);
-      std::_Exit(2);
-    }
-  }
-};
-
-StateFile g_state;
+int g_files = 12;  // file slots per thread (their names: SlotName in state_file.h)
+StateFile g_state;  // --state
 
 // ---------------------------------------------------------------------------
 // Run-wide settings and the op log.
@@ -1406,8 +1166,10 @@ std::optional<uint64_t> ParseSize(const std::string& s) {
 }
 
 }  // namespace
+}  // namespace stress
 
 int main(int argc, char** argv) {
+  using namespace stress;
   CLI::App app{"stripefs-stress: random operations on a mount, checked against an in-memory model"};
   std::string dir, log_path, state_path, verify_path, max_size = "12M";
   unsigned threads = 4, overwriters = 0;

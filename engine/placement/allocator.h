@@ -46,7 +46,9 @@ class SegmentAllocator {
 };
 
 // Best fit over free runs indexed by offset and by length, with coalescing:
-// O(log n) per operation and no rounding beyond unit.
+// O(log n) per operation and no rounding beyond unit. Registered as
+// kBestFitAllocator; called directly by the tests and benchmarks that build
+// their segments by hand.
 std::unique_ptr<SegmentAllocator> NewBestFitAllocator(uint64_t capacity, uint64_t unit);
 
 // The allocators by name. Each is registered once, in allocator.cc; whatever

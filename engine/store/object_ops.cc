@@ -97,9 +97,10 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
       }
     }
     const int64_t now = meta::NowNs();
-    SFS_RETURN_IF_ERROR(
-        ns_->commit_with_inode({obj.ino, std::move(txn), {.mtime_ns = now, .allocated_delta = footprint_delta}}, false)
-            .status());
+    meta::InodeChange change;
+    change.mtime_ns = now;
+    change.allocated_delta = footprint_delta;
+    SFS_RETURN_IF_ERROR(ns_->commit_with_inode({obj.ino, std::move(txn), change}, false).status());
     for (uint64_t index : dropped) obj.chunks.erase(index);
     if (cache_) {
       for (uint64_t index : dropped) cache_->erase(obj.ino, index);
@@ -175,7 +176,9 @@ Result<bool> ObjectStore::trim(Object& obj) {
     trimmed[index] = std::move(after);
   }
   if (txn.empty()) return false;
-  auto committed = ns_->commit_with_inode({obj.ino, std::move(txn), {.allocated_delta = footprint_delta}}, false);
+  meta::InodeChange change;
+  change.allocated_delta = footprint_delta;
+  auto committed = ns_->commit_with_inode({obj.ino, std::move(txn), change}, false);
   SFS_RETURN_IF_ERROR(committed.status());
   for (auto& [index, rec] : trimmed) obj.chunks[index] = std::move(rec);
   ledger_.release_later(std::move(freed));

@@ -67,7 +67,8 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
     abandon(w);
     return s;
   }
-  meta::Namespace::InodeWrite record{.ino = obj.ino};
+  meta::Namespace::InodeWrite record;
+  record.ino = obj.ino;
   add_records(w, &record, meta::NowNs());
   auto committed = ns_->commit_with_inode(std::move(record), false);
   if (!committed.ok()) {

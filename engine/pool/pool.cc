@@ -1,8 +1,8 @@
 // Pool: opening a pool (its configuration, drives with their checks, the RAM
 // segment, allocators rebuilt from the chunk records) and closing it; paths
-// resolved to inodes; the df and placement reports. Format is in format.cc,
-// adding and replacing drives in drives.cc, capacity and the metadata reserve
-// in space.cc, fsck and scrub in fsck.cc and scrub.cc.
+// resolved to inodes. Format is in format.cc, adding and replacing drives in
+// drives.cc, capacity and the metadata reserve in space.cc, the df and
+// placement answers in pool_reports.cc, fsck and scrub in fsck.cc and scrub.cc.
 #include "engine/pool/pool.h"
 #include "meta/chunk_table.h"
 

@@ -1,0 +1,68 @@
+// The work of each stripefs subcommand, and what the subcommands share: an
+// error printed as "stripefs: ..." (exit 1), drive specs, sizes for people,
+// the xattr channel to a live mount's daemon and a progress line. main()
+// (tools/stripefs.cc) parses the command line and calls one Run* function.
+//   tools/stripefs.cc         main(), mkfs, mount, fsck
+//   tools/report_commands.cc  placement, df, stats (read-only answers)
+//   tools/repair_commands.cc  scrub, add-drive, replace-drive
+#pragma once
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "engine/pool/pool.h"
+
+namespace stripefs {
+
+// Prints "stripefs: msg" on stderr; returns the exit status 1.
+int Fail(const std::string& msg);
+int Fail(const Status& s);
+
+// PATH or PATH:SIZE (K/M/G/T).
+Result<DriveSpec> ParseDriveSpec(const std::string& text);
+
+// 1536 -> "1.5K".
+std::string Human(uint64_t bytes);
+
+// name: NUL-terminated (a fs/control.h name). initial: the first buffer size;
+// answers that are costly to compute (a scrub) must fit in it, so the daemon
+// is asked only once. kNotFound when the path is gone.
+Result<std::string> LiveXattr(const std::string& path, std::string_view name, size_t initial = 4096);
+
+// Running totals on stderr when it is a terminal; nothing otherwise.
+class Progress {
+ public:
+  explicit Progress(const char* what) : what_(what), on_(isatty(STDERR_FILENO) == 1) {}
+  void show(std::string_view status) {
+    if (!on_) return;
+    fmt::print(stderr, "\r{}: {}   ", what_, status);
+    shown_ = true;
+  }
+  void show(uint64_t files, const ScrubReport& r) {
+    if (on_) show(fmt::format("{} files, {} checked, {} blocks repaired", files, Human(r.bytes), r.repaired_blocks));
+  }
+  ~Progress() {
+    if (shown_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  const char* what_;
+  bool on_;
+  bool shown_ = false;
+};
+
+// Each returns the process's exit status.
+int RunPlacement(const std::string& path, const std::string& meta_dir, bool json);
+int RunDf(const std::string& target, bool json);
+int RunStats(const std::string& mountpoint, bool json, double watch);
+int RunScrub(const std::string& target, bool json);
+int RunAddDrive(const std::string& target, const std::string& drive, bool force);
+int RunReplaceDrive(const std::string& meta_dir, uint32_t id, const std::string& drive, bool force, bool json);
+
+}  // namespace stripefs

@@ -2,7 +2,7 @@
 // for the admin commands (`stripefs placement`, df, scrub, stats, add-drive)
 // and the layout view, as Lustre and CephFS expose layouts. Each name and the
 // JSON of its answer are fixed here, shared by the daemon (fs/control_server.h)
-// and the CLI (tools/stripefs.cc), so the two cannot drift apart. None of
+// and the CLI (tools/), so the two cannot drift apart. None of
 // these names is stored or listed; setting one is refused (EPERM), except
 // add_drive. Every name is a literal: .data() is NUL-terminated for getxattr(2).
 //

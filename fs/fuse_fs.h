@@ -1,6 +1,7 @@
 // The FUSE low-level frontend: inode and handle bookkeeping, each request
 // turned into a namespace or object-store call, Status turned into errno.
-// No placement and no I/O here.
+// No placement and no I/O here. The ops are in ops.h, the state they share
+// in frontend.h, the control names the admin commands read in control.h.
 #pragma once
 
 #include <optional>
@@ -19,14 +20,14 @@ struct MountOptions {
   bool foreground = false;
   bool degraded = false;  // -o degraded: mount with missing drives left out
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
-  unsigned workers = 8;  // threads serving requests
-  std::optional<uint64_t> meta_reserve;
-  std::string ram_cache = "s3fifo";
+  unsigned workers = 8;  // -o workers=N: threads serving requests
+  std::optional<uint64_t> meta_reserve;  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
+  std::string ram_cache = "s3fifo";      // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache
   bool evict = false;         // -o on_full=evict: cache mode (see fs/evictor.h)
   EvictorOptions evictor;     // -o evict_high=PCT,evict_low=PCT
   std::string metrics_file;   // -o metrics=FILE: Prometheus text, refreshed every 5 s
   std::string log_file;       // -o log=FILE (default DIR/stripefs.log)
-  spdlog::level::level_enum log_level = spdlog::level::info;  // -o log_level=LEVEL  // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
+  spdlog::level::level_enum log_level = spdlog::level::info;  // -o log_level=LEVEL
 };
 
 // Mounts pool at options.mountpoint and serves requests until unmounted or

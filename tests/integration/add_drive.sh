@@ -23,12 +23,7 @@ DRIVES+=("$TMP/new.img")
 fsck_pool
 mount_pool
 cmp "$TMP/old.ref" "$MNT/old" || fail "the old file differs after add-drive"
-head -c $((40 * MiB)) /dev/urandom >"$TMP/new.ref"
-cp "$TMP/new.ref" "$MNT/new" || fail "writing 40 MiB after adding a 64M drive failed"
-cmp "$TMP/new.ref" "$MNT/new" || fail "the new file differs"
-on_new=$("$STRIPEFS" placement "$MNT/new" --json | json "sum(1 for c in d['chunks'] if c['replicas'][0]['segment'] == $id)")
-(( on_new >= 26 )) || fail "only $on_new of 40 new chunks on the new drive $id (the old drives had room for 14)"
-ok "the new file's chunks went to the new drive ($on_new of 40 on drive $id)"
+writes_land_on_new_drive "$id"
 assert_eq "$("$STRIPEFS" df "$MNT" --json | json "[s['path'] for s in d['segments'] if s['id'] == $id][0]")" "$TMP/new.img" \
     "df lists the new drive"
 unmount_pool

@@ -78,12 +78,7 @@ assert_eq "$("$STRIPEFS" df "$MNT" --json | json 'len(d["segments"])')" $((segme
     "the refusals added no segment"
 
 # Without a remount: 40 MiB more fits, mostly on the new drive.
-head -c $((40 * MiB)) /dev/urandom >"$TMP/new.ref"
-cp "$TMP/new.ref" "$MNT/new" || fail "writing 40 MiB after adding a 64M drive online failed"
-cmp "$TMP/new.ref" "$MNT/new" || fail "the new file differs"
-on_new=$("$STRIPEFS" placement "$MNT/new" --json | json "sum(1 for c in d['chunks'] if c['replicas'][0]['segment'] == $id)")
-(( on_new >= 26 )) || fail "only $on_new of 40 new chunks on the new drive $id (the old drives had room for 14)"
-ok "the new file's chunks went to the new drive ($on_new of 40 on drive $id) without a remount"
+writes_land_on_new_drive "$id" " online, without a remount"
 (( $("$STRIPEFS" df "$MNT" --json | json "[s['used'] for s in d['segments'] if s['id'] == $id][0]") >= 26 * MiB )) \
     || fail "df does not count the new drive's chunks"
 

@@ -202,6 +202,19 @@ fsck_pool() {  # fsck_pool [META] (the pool must be unmounted)
     ok "stripefs fsck ${1:-$META} is clean"
 }
 
+# writes_land_on_new_drive ID [WHEN]: 40 MiB written to $MNT/new read back, and
+# at least 26 of its 40 chunks on drive ID (the add-drive tests leave room for
+# 14 on the old drives). WHEN ends the messages (" online").
+writes_land_on_new_drive() {
+    local id=$1 when=${2:-} on_new
+    head -c $((40 * MiB)) /dev/urandom >"$TMP/new.ref"
+    cp "$TMP/new.ref" "$MNT/new" || fail "writing 40 MiB after adding a 64M drive$when failed"
+    cmp "$TMP/new.ref" "$MNT/new" || fail "the new file differs"
+    on_new=$("$STRIPEFS" placement "$MNT/new" --json | json "sum(1 for c in d['chunks'] if c['replicas'][0]['segment'] == $id)")
+    (( on_new >= 26 )) || fail "only $on_new of 40 new chunks on the new drive $id (the old drives had room for 14)"
+    ok "the new file's chunks went to the new drive ($on_new of 40 on drive $id)$when"
+}
+
 # --- startup ------------------------------------------------------------------
 need python3; need fusermount3; need mountpoint
 [[ -x "$STRIPEFS" ]] || fail "stripefs binary not found at '$STRIPEFS' (set STRIPEFS)"

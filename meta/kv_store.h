@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,11 @@ class Transaction {
   };
   void put(std::string key, std::string value) { ops_.push_back({false, std::move(key), std::move(value)}); }
   void del(std::string key) { ops_.push_back({true, std::move(key), {}}); }
+  // Moves every op of other to the end of this batch, in order.
+  void append(Transaction&& other) {
+    ops_.insert(ops_.end(), std::make_move_iterator(other.ops_.begin()), std::make_move_iterator(other.ops_.end()));
+    other.ops_.clear();
+  }
   bool empty() const { return ops_.empty(); }
   const std::vector<Op>& ops() const { return ops_; }
 

@@ -29,16 +29,6 @@ void Apply(const InodeChange& c, InodeRecord* r) {
   r->allocated = static_cast<uint64_t>(static_cast<int64_t>(r->allocated) + c.allocated_delta);
 }
 
-// Adds every put and delete of from to txn, in order.
-void AddOps(const Transaction& from, Transaction* txn) {
-  for (const Transaction::Op& op : from.ops()) {
-    if (op.is_delete) {
-      txn->del(op.key);
-    } else {
-      txn->put(op.key, op.value);
-    }
-  }
-}
 }  // namespace
 
 void Namespace::Format(Transaction* txn, uint32_t uid, uint32_t gid) {
@@ -258,7 +248,7 @@ void Namespace::commit_with_inodes(std::span<InodeUpdate> updates) {
   for (InodeUpdate& u : updates) {
     if (!u.result.ok()) continue;
     if (u.entry) add_entry(&txn, *u.entry, &dirs.at(u.entry->parent), now);
-    AddOps(u.write.records, &txn);
+    txn.append(std::move(u.write.records));
     Apply(u.write.change, &u.result.value());
     put_inode(&txn, u.result.value());
     changed.push_back(u.result.value());

@@ -131,7 +131,7 @@ class Namespace {
   // error loading the inode (kNotFound: removed); every result is the
   // commit's error when it fails. entry: a reserved entry, stored by this
   // batch (with its directory's times) instead of loading an inode that
-  // does not exist yet.
+  // does not exist yet. Each write's records are moved into the batch.
   struct InodeUpdate {
     InodeWrite write;
     const NewEntry* entry = nullptr;

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Checks that latency_bench or ycsb_bench printed every row and column the
-seeds call for (used by smoke_test.sh). Shapes only: no timing is judged, a
-measured value only has to be a non-negative number.
+"""Checks that latency_bench, ycsb_bench or sqlite_bench.py printed every row
+and column the seeds call for (used by smoke_test.sh). Shapes only: no timing
+is judged, a measured value only has to be a non-negative number.
 
-    check_bench_output.py latency|ycsb OUTPUT.md OUTPUT.json
+    check_bench_output.py latency|ycsb|sqlite OUTPUT.md OUTPUT.json
 """
 import json
 import re
@@ -137,13 +137,46 @@ def check_ycsb(text, data):
         problem(f"the JSON holds {len(data.get('rows', []))} rows, expected {6 * len(YCSB_TARGETS)}")
 
 
+def check_sqlite(text, data):
+    """sqlite_bench.py with --targets raw,stripefs: a row per target with a
+    median, the stripefs/raw ratio, every run checked."""
+    targets = data.get("config", {}).get("targets", [])
+    runs = data.get("config", {}).get("runs", 0)
+    lines = text.splitlines()
+    header = next((l for l in lines if l.startswith("target ")), None)
+    if header is None or "median commits/s" not in header:
+        problem("no table header with 'median commits/s'")
+    body = lines[lines.index(header) + 1:] if header else []
+    for t in targets:
+        row = next((l.split() for l in body if l.split()[:1] == [t]), None)
+        if row is None:
+            problem(f"no row for target {t}")
+            continue
+        for v in row[1:1 + runs + 3]:
+            number(v, f"{t} run/median/p50/p99")
+        if f"{runs}/{runs} ok" not in " ".join(row):
+            problem(f"{t}: not every run checked ok: {' '.join(row)}")
+        s = data.get("summary", {}).get(t, {})
+        if s.get("median") is None or len(s.get("runs", [])) != runs:
+            problem(f"{t}: the JSON summary has no median of {runs} runs: {s}")
+    if "raw" in targets and "stripefs" in targets:
+        if not any(l.startswith("stripefs/raw") for l in lines):
+            problem("no stripefs/raw ratio line")
+        if data.get("summary", {}).get("stripefs/raw") is None:
+            problem("no stripefs/raw ratio in the JSON")
+    if data.get("check_failures") or data.get("problems"):
+        problem(f"failures: {data.get('check_failures')} {data.get('problems')}")
+    if len(data.get("results", [])) != runs * len(targets):
+        problem(f"the JSON holds {len(data.get('results', []))} results, expected {runs * len(targets)}")
+
+
 def main():
     kind, md_path, json_path = sys.argv[1:4]
     with open(md_path) as f:
         text = f.read()
     with open(json_path) as f:
         data = json.load(f)
-    {"latency": check_latency, "ycsb": check_ycsb}[kind](text, data)
+    {"latency": check_latency, "ycsb": check_ycsb, "sqlite": check_sqlite}[kind](text, data)
     for p in problems:
         print(f"check_bench_output: {p}", file=sys.stderr)
     return 1 if problems else 0

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Smoke test of latency_bench or ycsb_bench (ctest label "bench"): runs the
-# benchmark with tiny sizes in a private directory on /dev/shm and checks that
-# its output has every expected row and column (check_bench_output.py). No
-# timing is checked: benchmarks measure, tests check.
+# Smoke test of latency_bench, ycsb_bench or sqlite_bench.py (ctest label
+# "bench"): runs the benchmark with tiny sizes in a private directory on
+# /dev/shm and checks that its output has every expected row and column
+# (check_bench_output.py). No timing is checked: benchmarks measure, tests
+# check. sqlite runs only the raw and stripefs targets (mergerfs may not be
+# installed), one run of 1 s each; its own integrity and row-count checks
+# fail it (exit 4) if they do not hold; with TMPDIR=$dir its mount points
+# are under $dir too, where the trap below looks.
 #
-#   smoke_test.sh latency|ycsb BENCH_BINARY STRIPEFS_BINARY
+#   smoke_test.sh latency|ycsb|sqlite BENCH STRIPEFS_BINARY
 #
 # The benchmark cleans up after itself, also on SIGTERM (which `timeout`
 # sends it first). Should it crash or be killed, the EXIT trap here unmounts
@@ -56,14 +60,16 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 case $kind in
-    latency) args=(--smoke) ;;
-    ycsb) args=(--records 2000 --operations 2000) ;;
-    *) echo "usage: $0 latency|ycsb BENCH STRIPEFS" >&2; exit 2 ;;
+    latency) cmd=("$bench" --smoke --dir "$dir") ;;
+    ycsb) cmd=("$bench" --records 2000 --operations 2000 --dir "$dir") ;;
+    sqlite) cmd=(env TMPDIR="$dir" python3 "$bench" --targets raw,stripefs --runs 1 --runtime 1 --tmpfs-dir "$dir"
+                 --stripefs "$STRIPEFS") ;;
+    *) echo "usage: $0 latency|ycsb|sqlite BENCH STRIPEFS" >&2; exit 2 ;;
 esac
 
 # --kill-after: a benchmark that ignores TERM is killed, and the trap still cleans up.
 status=0
-timeout --kill-after=10 50 "$bench" "${args[@]}" --dir "$dir" --json "$dir/out.json" >"$dir/out.md" 2>"$dir/err.txt" \
+timeout --kill-after=10 50 "${cmd[@]}" --json "$dir/out.json" >"$dir/out.md" 2>"$dir/err.txt" \
     || status=$?
 if ((status != 0)); then
     echo "smoke_test: $bench exited with $status" >&2

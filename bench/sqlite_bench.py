@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve()
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(SCRIPT.parent))
 from bench_targets import (  # noqa: E402  (bench/compare's backing, targets and teardown)
     Targets, add_target_args, die, log, run_main, set_prog)

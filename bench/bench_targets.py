@@ -297,9 +297,10 @@ class Targets:
             v["stripefs_binary"] = self.stripefs
             v["stripefs_binary_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S",
                                                        time.localtime(os.stat(self.stripefs).st_mtime))
-            try:  # read-only: rev-parse never touches the index
-                v["stripefs_git"] = run_quiet(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                              timeout=10).stdout.strip()
+            try:  # the checkout the binary sits in (its build dir), not this script's; read-only
+                r = run_quiet(["git", "-C", os.path.dirname(self.stripefs), "rev-parse", "--short", "HEAD"],
+                              timeout=10)
+                v["stripefs_git"] = r.stdout.strip() if r.returncode == 0 else "?"
             except (OSError, subprocess.SubprocessError):
                 pass
 

@@ -274,7 +274,8 @@ class SqliteBench(Targets):
             for o in ("raw", "mergerfs"):
                 if o in a.targets:
                     q = rows[f"stripefs/{o}"]
-                    print(f"stripefs/{o:9} {'-' if q is None else f'{q:.2f}x'}  (ratio of the medians)")
+                    print(f"stripefs/{o:9} {'-' if q is None else f'{q:.2f}x' if q >= 0.095 else f'{q:.2g}x'}"
+                          "  (ratio of the medians)")
         print("\nchecks: after each run, on a new connection: PRAGMA integrity_check = ok and "
               "count(*) = committed inserts")
 

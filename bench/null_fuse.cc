@@ -9,13 +9,17 @@
 //
 //   null_fuse MOUNTPOINT [--files 4] [--size 4G] [--loop single|mt|workers]
 //             [--workers 8] [--mt-threads 16] [--fill zero|pattern]
+//             [--getxattr enodata|enosys] [--odirect direct_io|cache] [--killpriv]
 //
-// Runs in the foreground; SIGINT/SIGTERM (or fusermount3 -u) unmounts and ends it.
+// Runs in the foreground; SIGINT/SIGTERM (or fusermount3 -u) unmounts and ends
+// it. At the end it prints how many WRITE, GETXATTR and SETATTR requests it
+// answered, so a run shows what the kernel sends around each write.
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -50,6 +54,11 @@ struct Config {
 };
 Config g_config;
 
+// Requests answered, printed at the end (see main).
+std::atomic<uint64_t> g_writes{0}, g_getxattrs{0}, g_setattrs{0};
+bool g_killpriv = false;         // --killpriv: negotiate FUSE_CAP_HANDLE_KILLPRIV
+bool g_odirect_direct_io = true; // --odirect direct_io: as stripefs's open (fs/file_ops.cc)
+
 // Reply data: byte i is fill(i mod 4096), and a read at offset off is answered
 // from g_data + (off mod 4096), so a file's content is the same at every read.
 // Written at start-up (not left as untouched .bss, whose pages would all map
@@ -83,6 +92,9 @@ void OpInit(void*, fuse_conn_info* conn) {
   conn->max_readahead = kMaxReply;
   conn->max_background = 64;
   conn->congestion_threshold = 48;
+  // Not stripefs's setting: for measuring what v1 of "the daemon kills
+  // suid/sgid" changes (nothing about the kernel's security.capability query).
+  if (g_killpriv && (conn->capable & FUSE_CAP_HANDLE_KILLPRIV)) conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
 }
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -111,6 +123,7 @@ void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 // Everything is accepted and nothing changes: a truncate leaves the file at
 // --size (the reply carries that size, so the kernel keeps it too).
 void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat*, int, fuse_file_info*) {
+  g_setattrs.fetch_add(1, std::memory_order_relaxed);
   if (ino != FUSE_ROOT_ID && !IsFile(ino)) return (void)fuse_reply_err(req, ENOENT);
   struct stat st = Attr(ino);
   fuse_reply_attr(req, &st, kTimeout);
@@ -119,6 +132,10 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat*, int, fuse_file_info
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!IsFile(ino)) return (void)fuse_reply_err(req, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
   fi->keep_cache = 1;  // as stripefs
+  // As stripefs: an O_DIRECT open bypasses the page cache anyway; answered
+  // with direct_io, its writes skip the kernel's file_remove_privs and so its
+  // GETXATTR security.capability (see docs/design.md).
+  if (g_odirect_direct_io && (fi->flags & O_DIRECT)) fi->direct_io = 1;
   fuse_reply_open(req, fi);
 }
 
@@ -130,6 +147,7 @@ void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*)
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t, const char*, size_t size, off_t, fuse_file_info*) {
+  g_writes.fetch_add(1, std::memory_order_relaxed);
   fuse_reply_write(req, size);
 }
 
@@ -168,7 +186,10 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 // the kernel still asks for security.capability before every write, as it does
 // of stripefs); ENOSYS would make the kernel stop asking.
 int g_getxattr_err = ENODATA;
-void OpGetxattr(fuse_req_t req, fuse_ino_t, const char*, size_t) { fuse_reply_err(req, g_getxattr_err); }
+void OpGetxattr(fuse_req_t req, fuse_ino_t, const char*, size_t) {
+  g_getxattrs.fetch_add(1, std::memory_order_relaxed);
+  fuse_reply_err(req, g_getxattr_err);
+}
 void OpListxattr(fuse_req_t req, fuse_ino_t, size_t size) {
   if (size == 0) return (void)fuse_reply_xattr(req, 0);
   fuse_reply_buf(req, nullptr, 0);
@@ -248,6 +269,15 @@ int main(int argc, char** argv) {
                  "(the kernel stops asking)")
       ->default_val("enodata")
       ->check(CLI::IsMember({"enodata", "enosys"}));
+  std::string odirect = "direct_io";
+  app.add_option("--odirect", odirect,
+                 "reply to an O_DIRECT open: direct_io (as stripefs: its writes skip the kernel's "
+                 "security.capability query) or cache (the kernel's generic O_DIRECT path, which asks before every "
+                 "write)")
+      ->default_val("direct_io")
+      ->check(CLI::IsMember({"direct_io", "cache"}));
+  app.add_flag("--killpriv", g_killpriv,
+               "negotiate FUSE_CAP_HANDLE_KILLPRIV (not stripefs's setting; to measure it)");
   app.add_flag("-d,--debug", debug, "libfuse debug output (every request)");
   CLI11_PARSE(app, argc, argv);
 
@@ -257,6 +287,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_getxattr_err = getxattr == "enosys" ? ENOSYS : ENODATA;
+  g_odirect_direct_io = odirect == "direct_io";
   for (size_t i = 0; i < sizeof(g_data); ++i)
     g_data[i] = fill == "zero" ? 0 : static_cast<char>(((i & 4095) * 131 + ((i & 4095) >> 8)) & 0xff);
 
@@ -293,7 +324,8 @@ int main(int argc, char** argv) {
                static_cast<unsigned long long>(g_config.size), loop.c_str());
   if (loop == "workers") std::fprintf(stderr, " (%u workers)", workers);
   if (loop == "mt") std::fprintf(stderr, " (clone_fd, max_threads %u)", mt_threads);
-  std::fprintf(stderr, ", fill %s, getxattr %s, pid %d\n", fill.c_str(), getxattr.c_str(), getpid());
+  std::fprintf(stderr, ", fill %s, getxattr %s, odirect %s%s, pid %d\n", fill.c_str(), getxattr.c_str(),
+               odirect.c_str(), g_killpriv ? ", killpriv" : "", getpid());
 
   int rc = 0;
   if (loop == "single") {
@@ -310,7 +342,9 @@ int main(int argc, char** argv) {
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
-  std::fprintf(stderr, "null_fuse: unmounted %s\n", mountpoint.c_str());
+  std::fprintf(stderr, "null_fuse: unmounted %s; requests: write %llu, getxattr %llu, setattr %llu\n",
+               mountpoint.c_str(), static_cast<unsigned long long>(g_writes.load()),
+               static_cast<unsigned long long>(g_getxattrs.load()), static_cast<unsigned long long>(g_setattrs.load()));
   // fuse_session_loop*: 0 on unmount, the signal's number when a signal ended it, -errno on an error.
   return rc < 0 ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "fs/ops.h"
+#include "fs/session_loop.h"
 
 namespace stripefs::fs {
 
@@ -58,6 +59,13 @@ void OpenFile(fuse_req_t req, const InodeRecord& r, fuse_file_info* fi, bool cre
   // Cached pages stay valid across opens: all writes pass through here, and
   // the kernel drops them itself when it sees size or mtime change.
   fi->keep_cache = 1;
+  // An O_DIRECT open is answered with direct_io: its I/O skips the page cache
+  // either way, but on the kernel's direct_io path a write no longer goes
+  // through file_remove_privs, which asks us for security.capability before
+  // every write (a GETXATTR round trip). The kernel then leaves clearing
+  // suid/sgid to us (OpWrite). Only O_DIRECT opens: a direct_io open cannot be
+  // mmapped shared, and buffered opens keep the page cache.
+  if (fi->flags & O_DIRECT) fi->direct_io = 1;
   f->opened(r.ino);
   if (created) {
     fuse_entry_param e = ToEntry(r);
@@ -103,8 +111,34 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   if (Evictor* e = f->evictor()) e->accessed(ino);
 }
 
+namespace {
+
+// What the kernel does for a write through the page cache, here for a write
+// through a direct_io open, which leaves it to us: a writer without
+// CAP_FSETID clears set-user-ID, and set-group-ID when group execute is set
+// (without it the bit marks mandatory locking and stays), before the data
+// changes. The kernel's cached mode is dropped so stat shows the change.
+Status DropSuidgid(Frontend* f, fuse_ino_t ino) {
+  auto b = f->ns().brief(ino);
+  if (!b.ok()) return b.status();
+  uint32_t drop = b->mode & S_ISUID;
+  if ((b->mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) drop |= S_ISGID;
+  if (drop == 0) return Status::OK();
+  meta::AttrChange c;
+  c.mode = b->mode & ~drop & 07777;
+  auto r = f->ns().setattr(ino, c);
+  if (!r.ok()) return r.status();
+  f->attributes_changed(ino);
+  return Status::OK();
+}
+
+}  // namespace
+
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   if (Status room = F(req)->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "write");
+  if (WriteKillsSuidgid()) {
+    if (Status s = DropSuidgid(F(req), ino); !s.ok()) return ReplyError(req, s, "write");
+  }
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   auto r = F(req)->store().write(*h->obj, static_cast<uint64_t>(off), buf, size);
   // Cache mode: no room is a reason to evict, not to fail. Room for a whole

@@ -26,6 +26,16 @@ constexpr size_t kWriteHeader = sizeof(fuse_in_header) + sizeof(fuse_write_in);
 // libfuse reads up to 256 pages of payload plus a 4 KiB header area per request.
 constexpr size_t kRequestBuffer = (256u << 12) + 4096;
 
+// The write_flags of the WRITE request this thread is serving, 0 for any
+// other request (see WriteKillsSuidgid).
+thread_local uint32_t t_write_flags = 0;
+
+uint32_t WriteFlags(const fuse_buf& buf) {
+  const auto* in = static_cast<const fuse_in_header*>(buf.mem);
+  if (in->opcode != FUSE_WRITE) return 0;
+  return static_cast<const fuse_write_in*>(static_cast<const void*>(in + 1))->write_flags;
+}
+
 // The payload a READ or WRITE request moves, from its header.
 uint64_t PayloadBytes(const fuse_buf& buf) {
   const auto* in = static_cast<const fuse_in_header*>(buf.mem);
@@ -47,6 +57,7 @@ void Work(fuse_session* se, RequestStats* stats) {
     int res = fuse_session_receive_buf(se, &buf);
     if (res == -EINTR) continue;
     if (res <= 0) break;  // unmounted (the session is marked exited) or a device error
+    t_write_flags = WriteFlags(buf);
     if (!stats) {
       fuse_session_process_buf(se, &buf);
       continue;
@@ -69,6 +80,8 @@ void Work(fuse_session* se, RequestStats* stats) {
 // the only one that takes the termination signals, so a signal wakes it; it
 // then unmounts, which ends the other workers' reads.
 }  // namespace
+
+bool WriteKillsSuidgid() { return (t_write_flags & FUSE_WRITE_KILL_SUIDGID) != 0; }
 
 void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats) {
   // SIGUSR1 interrupts a worker's read of /dev/fuse at shutdown (see below);

@@ -14,4 +14,12 @@ class RequestStats;
 // With stats, every request's kind, payload and time are recorded there.
 void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats = nullptr);
 
+// Whether the WRITE request the calling worker is serving (called from a write
+// op under RunWorkers) carries FUSE_WRITE_KILL_SUIDGID: the kernel left the
+// clearing of the file's set-user-ID and set-group-ID bits to the daemon (it
+// does so for writes through a direct_io open, by a writer without
+// CAP_FSETID). libfuse 3.14 does not pass a write's flags to the op, so the
+// loop keeps them from the request's header. False outside a WRITE.
+bool WriteKillsSuidgid();
+
 }  // namespace stripefs::fs

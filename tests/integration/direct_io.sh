@@ -2,7 +2,8 @@
 # O_DIRECT opens: their writes go straight to the daemon, one request each
 # (not gathered in the page cache), and every other open sees their bytes
 # (a reader whose pages are cached, a buffered writer's bytes read back
-# through O_DIRECT, mmap of a plain open). The data survives a remount.
+# through O_DIRECT, mmap of a plain open). The data survives a remount. An
+# O_DIRECT open maps private, not shared.
 source "$(dirname "$0")/lib.sh"
 need python3
 
@@ -56,6 +57,21 @@ with open(sys.argv[2], "wb") as out:
 EOF
 cmp "$TMP/expected" "$MNT/f" || fail "the file is not what the three opens wrote"
 ok "a cached reader, a shared mmap and an O_DIRECT open see each other's writes"
+
+# An O_DIRECT open is answered with direct_io, which the kernel does not let
+# be mapped shared (libfuse 3.14 cannot negotiate FUSE_DIRECT_IO_ALLOW_MMAP);
+# a private mapping works, as does a shared one of a plain open (above).
+expect_errno ENODEV '
+import mmap
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_DIRECT)
+mmap.mmap(fd, 4096, mmap.MAP_SHARED)' "$MNT/f"
+python3 - "$MNT/f" "$TMP/expected" <<'EOF' || fail "a private mmap of an O_DIRECT open does not show the file"
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+view = mmap.mmap(fd, 4096, mmap.MAP_PRIVATE, mmap.PROT_READ)
+assert view[:] == open(sys.argv[2], "rb").read(4096)
+EOF
+ok "a private mmap of an O_DIRECT open shows the file"
 
 remount_pool
 cmp "$TMP/expected" "$MNT/f" || fail "the file differs after remount"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# A write clears the set-user-ID bit, and set-group-ID when group execute is
+# set, unless the writer has CAP_FSETID (root): through the page cache the
+# kernel clears them; through an O_DIRECT open (answered with direct_io) the
+# daemon does, on the kernel's FUSE_WRITE_KILL_SUIDGID. O_DIRECT writes cost no
+# GETXATTR security.capability request, and user.* xattrs keep working
+# around writes.
+source "$(dirname "$0")/lib.sh"
+need python3; need setpriv; need setfattr; need getfattr
+chmod 0755 "$TMP"   # let `nobody` reach the mountpoint
+
+nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+[[ -x /usr/bin/python3 ]] || fail "nobody needs /usr/bin/python3 (root's python3 may not be reachable)"
+
+# write_block FILE buffered|direct: one 4 KiB write of "w" at offset 4096.
+cat >"$TMP/write_block.py" <<'EOF'
+import mmap, os, sys
+path, how = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_WRONLY | (os.O_DIRECT if how == "direct" else 0))
+block = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT needs
+block.write(b"w" * 4096)
+assert os.pwrite(fd, block, 4096) == 4096
+os.close(fd)
+EOF
+write_block() { python3 "$TMP/write_block.py" "$@"; }
+
+block_written() { [[ "$(dd if="$1" bs=4096 skip=1 count=1 status=none | tr -d w | wc -c)" == 0 ]]; }
+
+for how in buffered direct; do
+    log "--- suid/sgid and $how writes"
+    f=$MNT/privs_$how
+    head -c $((64 * 1024)) /dev/zero >"$f"
+    chown 65534:65534 "$f"
+
+    chmod 6775 "$f"
+    nobody /usr/bin/python3 "$TMP/write_block.py" "$f" $how || fail "nobody's $how write failed"
+    block_written "$f" || fail "nobody's $how write did not reach the file"
+    assert_eq "$(stat -c %a "$f")" 775 "mode after nobody's $how write to a 6775 file"
+
+    chmod 2765 "$f"   # set-group-ID without group execute: not a privilege, stays
+    nobody /usr/bin/python3 "$TMP/write_block.py" "$f" $how || fail "nobody's $how write failed"
+    assert_eq "$(stat -c %a "$f")" 2765 "mode after nobody's $how write to a 2765 file"
+
+    chmod 6775 "$f"
+    write_block "$f" "$how"
+    assert_eq "$(stat -c %a "$f")" 6775 "mode after root's $how write to a 6775 file"
+done
+
+log "--- the cleared bits are stored"
+chmod 6775 "$MNT/privs_direct"
+nobody /usr/bin/python3 "$TMP/write_block.py" "$MNT/privs_direct" direct || fail "nobody's direct write failed"
+remount_pool
+assert_eq "$(stat -c %a "$MNT/privs_direct")" 775 "mode of the O_DIRECT-written file after a remount"
+
+log "--- GETXATTR requests around writes"
+getxattrs() { "$STRIPEFS" stats "$MNT" --json | json 'd["requests"].get("getxattr", {}).get("count", 0)'; }
+head -c $((MiB)) /dev/urandom >"$MNT/g"
+g0=$(getxattrs); g1=$(getxattrs)
+own=$((g1 - g0))   # what one `stripefs stats` costs itself
+dd if=/dev/zero of="$MNT/g" bs=4k count=64 oflag=direct conv=notrunc status=none
+g2=$(getxattrs)
+assert_eq "$((g2 - g1 - own))" 0 "GETXATTR requests for 64 O_DIRECT writes"
+# The control: the same writes through the page cache still ask, once each
+# (the kernel's file_remove_privs), so the counter does see them.
+dd if=/dev/zero of="$MNT/g" bs=4k count=64 conv=notrunc status=none
+g3=$(getxattrs)
+[[ $((g3 - g2 - own)) -ge 64 ]] || fail "buffered writes: expected >= 64 GETXATTR requests, got $((g3 - g2 - own))"
+ok "64 buffered writes asked $((g3 - g2 - own)) times"
+
+log "--- user.* xattrs around writes"
+setfattr -n user.color -v blue "$MNT/g"
+dd if=/dev/zero of="$MNT/g" bs=4k count=8 oflag=direct conv=notrunc status=none
+dd if=/dev/zero of="$MNT/g" bs=4k count=8 conv=notrunc status=none
+assert_eq "$(getfattr --only-values -n user.color "$MNT/g")" blue "a user.* xattr after writes"
+setfattr -n user.size -v 42 "$MNT/g"
+dd if=/dev/zero of="$MNT/g" bs=4k count=8 oflag=direct conv=notrunc status=none
+assert_eq "$(getfattr --absolute-names -d -m '^user\.' "$MNT/g" | grep -c '^user\.')" 2 "user.* xattrs listed after more writes"
+assert_eq "$(getfattr --only-values -n user.size "$MNT/g")" 42 "a user.* xattr set between writes"

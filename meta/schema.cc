@@ -124,6 +124,9 @@ std::string OrphanKey(uint64_t ino) { return KeyWithIno('O', ino); }
 std::string OrphanPrefixAll() { return "O"; }
 std::string VolatileKey(uint64_t ino) { return KeyWithIno('V', ino); }
 std::string VolatilePrefixAll() { return "V"; }
+std::string DeferredKey(uint64_t seq) { return KeyWithIno('W', seq); }
+std::string DeferredPrefixAll() { return "W"; }
+uint64_t SeqFromDeferredKey(std::string_view key) { return DecodeU64BE(key.substr(1, 8)); }
 
 uint64_t DecodeU64BE(std::string_view b) {
   uint64_t v = 0;
@@ -167,6 +170,25 @@ Result<PoolConfig> DecodeConfig(std::string_view bytes) {
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("pool configuration is damaged: ") + e.what());
   }
+}
+
+std::string EncodeDeferred(const DeferredWrite& d) {
+  Writer w(kRecordVersion);
+  w.fixed(d.ino);
+  w.fixed(d.index);
+  w.fixed(d.first_block);
+  w.bytes(d.blocks);
+  return w.take();
+}
+
+Result<DeferredWrite> DecodeDeferred(std::string_view bytes) {
+  Reader r(bytes);
+  DeferredWrite d;
+  if (!r.version(kRecordVersion) || !r.fixed(&d.ino) || !r.fixed(&d.index) || !r.fixed(&d.first_block) ||
+      !r.bytes(&d.blocks) || !r.done() || d.blocks.empty() || d.blocks.size() % kBlockSize != 0) {
+    return Bad("deferred write");
+  }
+  return d;
 }
 
 std::string EncodeU64(uint64_t v) {

@@ -13,6 +13,9 @@
 // per chunk; it is read as it is and replaced by pages when the chunk is next stored.)
 //   'X' ino name                 -> xattr value (raw bytes)
 //   'O' ino                      -> orphan: nlink reached 0; reclaim at next mount
+//   'W' seq                      -> DeferredWrite: blocks of a small in-place overwrite, committed
+//                                   with their checksums and copied to the drives after a WAL sync
+//                                   (replayed at mount; engine/store/deferred_writes.cc)
 // Every record value starts with a format-version byte.
 #pragma once
 
@@ -164,6 +167,8 @@ std::string OrphanPrefixAll();
 // next mount drops it. Written with the inode, deleted with it.
 std::string VolatileKey(uint64_t ino);
 std::string VolatilePrefixAll();
+std::string DeferredKey(uint64_t seq);
+std::string DeferredPrefixAll();
 inline constexpr std::string_view kRamStrategyName = "ram";
 std::string InodePrefixAll();
 std::string DirPrefixAll();
@@ -194,6 +199,19 @@ Status DecodeChecksums(std::string_view bytes, ChunkRecord* rec);
 std::string EncodeChecksumPage(const ChunkRecord& r, uint32_t page);
 // Whether page `page` holds the same checksums (and pending ones) in a and b.
 bool SameChecksumPage(const ChunkRecord& a, const ChunkRecord& b, uint32_t page);
+
+// The blocks of a small overwrite waiting to be copied to the drives
+// (DeferredKey). blocks holds whole 4 KiB blocks, first_block onwards.
+struct DeferredWrite {
+  uint64_t ino = 0;
+  uint64_t index = 0;  // chunk index
+  uint32_t first_block = 0;
+  std::string blocks;
+  uint32_t count() const { return static_cast<uint32_t>(blocks.size() / kBlockSize); }
+};
+std::string EncodeDeferred(const DeferredWrite& d);
+Result<DeferredWrite> DecodeDeferred(std::string_view bytes);
+uint64_t SeqFromDeferredKey(std::string_view key);
 
 // Builds the checksum halves of one inode's chunk records from the records
 // under their ChecksumKey (a whole-chunk record or pages), fed in any order.

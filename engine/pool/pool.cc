@@ -53,6 +53,8 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode,
   }
   pool->io_ = NewUringBackend(pool->fds_);
   pool->store_ = std::make_unique<ObjectStore>(pool->kv_.get(), pool->ns_.get(), pool->io_.get(), std::move(slots));
+  // Deferred writes a crash left go to the drives before anything reads them.
+  if (mode != Mode::kInspect) SFS_RETURN_IF_ERROR(pool->store_->replay_deferred());
   if (mode == Mode::kMount) {
     pool->mounted_ = true;
     // Orphans: files unlinked while open when the last daemon stopped.
@@ -65,7 +67,11 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode,
 
 Pool::~Pool() {
   if (store_ && mounted_) {
-    // Best effort: the daemon's unmount already synced and reported; fsync callers saw any error.
+    // Best effort: the daemon's unmount already synced and reported; fsync
+    // callers saw any error. Deferred writes left in memory are replayed at
+    // the next mount.
+    Status applied = store_->apply_deferred();
+    (void)applied;
     Status ignored = store_->sync();
     (void)ignored;
   }

@@ -78,6 +78,7 @@ Status ObjectStore::scrub_chunk(const Object& obj, uint64_t index, const ChunkRe
       c.read_error = s.message();
       continue;
     }
+    overlay_deferred(obj, index, 0, blocks, c.buf.data());  // blocks not on the drives yet are good in memory
     Crc32cBlocks(c.buf.data(), kBlock, blocks, crcs.data());
     for (uint32_t b = 0; b < blocks; ++b) c.intact[b] = rec.block_matches(b, crcs[b]);
   }

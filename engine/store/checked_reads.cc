@@ -45,6 +45,7 @@ Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRe
       last = s;
       continue;
     }
+    overlay_deferred(obj, index, first, count, buf);
     Crc32cBlocks(buf, kBlock, count, crcs.data());
     const size_t bad_before = bad.size();
     for (uint32_t b = 0; b < count; ++b) {
@@ -137,6 +138,7 @@ Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char*
   for (const Part& p : parts) {
     bool good = batch.ok();
     if (good) {
+      overlay_deferred(obj, p.index, p.first, p.count, p.dst);
       crcs.resize(p.count);
       Crc32cBlocks(p.dst, kBlock, p.count, crcs.data());
       for (uint32_t b = 0; b < p.count && good; ++b) good = p.rec->block_matches(p.first + b, crcs[b]);

@@ -40,7 +40,10 @@ uint64_t FreeLedger::pending_bytes(uint32_t segment) const {
 Status FreeLedger::sync_and_release() {
   // One at a time: a writer that found no room and syncs must see the space
   // an earlier, still running sync_and_release is about to give back.
+  const uint64_t call = sync_calls_.fetch_add(1) + 1;
   std::lock_guard release(release_mu_);
+  if (synced_calls_ >= call) return Status::OK();  // a sync that started after this call finished
+  const uint64_t covered = sync_calls_.load();    // every call so far: their work is done
   std::vector<Freed> freed;
   std::vector<bool> dirty;
   {
@@ -65,6 +68,7 @@ Status FreeLedger::sync_and_release() {
     // Space on a missing drive is not tracked; the drive's replacement rebuilds it.
     if (SegmentAllocator* a = (*drives_)[f.segment].allocator) a->release(f.extent.offset, f.extent.length);
   }
+  synced_calls_ = covered;
   return Status::OK();
 }
 

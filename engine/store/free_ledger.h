@@ -7,6 +7,7 @@
 // Thread-safe. sync_and_release() runs one at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -37,7 +38,9 @@ class FreeLedger {
   void mark_written(const std::vector<IoRequest>& reqs);
   // Flushes the written drives and syncs the WAL, then gives the held space
   // back to the allocators. On failure nothing is given back and every drive
-  // stays marked: the next call tries again.
+  // stays marked: the next call tries again. Group sync: callers that arrive
+  // while one runs wait, and the next runs once for all of them (a sync
+  // that started after a call covers everything done before it).
   Status sync_and_release();
 
   // Bytes held, not yet reusable.
@@ -50,6 +53,8 @@ class FreeLedger {
   IoBackend* io_;
   const std::vector<DriveSlot>* drives_;
   std::mutex release_mu_;  // serializes sync_and_release()
+  std::atomic<uint64_t> sync_calls_{0};  // sync_and_release() calls so far
+  uint64_t synced_calls_ = 0;            // GUARDED_BY(release_mu_): calls a successful sync covered
   mutable std::mutex mu_;
   std::vector<Freed> pending_;  // GUARDED_BY(mu_)
   uint64_t pending_bytes_ = 0;  // GUARDED_BY(mu_)

@@ -52,8 +52,14 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
   auto committed = ns_->commit_with_inode(
       {obj.ino, std::move(txn), {.size = size, .mtime_ns = mtime_ns, .allocated_delta = footprint_delta}}, false);
   SFS_RETURN_IF_ERROR(committed.status());
-  for (uint64_t index : dropped) obj.chunks.erase(index);
-  for (auto& [index, rec] : cut) obj.chunks[index] = std::move(rec);
+  for (uint64_t index : dropped) {
+    obj.chunks.erase(index);
+    drop_deferred(obj, index);
+  }
+  for (auto& [index, rec] : cut) {
+    drop_deferred(obj, index, rec.blocks());
+    obj.chunks[index] = std::move(rec);
+  }
   if (cache_) {
     for (uint64_t index : dropped) cache_->erase(obj.ino, index);
     for (const auto& [index, rec] : obj.chunks) {
@@ -101,7 +107,10 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
     change.mtime_ns = now;
     change.allocated_delta = footprint_delta;
     SFS_RETURN_IF_ERROR(ns_->commit_with_inode({obj.ino, std::move(txn), change}, false).status());
-    for (uint64_t index : dropped) obj.chunks.erase(index);
+    for (uint64_t index : dropped) {
+      obj.chunks.erase(index);
+      drop_deferred(obj, index);
+    }
     if (cache_) {
       for (uint64_t index : dropped) cache_->erase(obj.ino, index);
     }
@@ -212,6 +221,7 @@ Status ObjectStore::reclaim(uint64_t ino) {
   SFS_RETURN_IF_ERROR(ns_->reclaim(ino, &txn));
   if (cached) {  // whoever still holds it must not write the reclaimed chunks back
     cached->chunks.clear();
+    drop_deferred(*cached, ~uint64_t{0});
     if (cache_) cache_->erase_object(ino);
     object_lock.unlock();
     cached.reset();

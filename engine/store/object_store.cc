@@ -43,7 +43,8 @@ std::vector<DriveSlot> SizedDriveTable(std::vector<DriveSlot> drives) {
 
 ObjectStore::ObjectStore(meta::KvStore* kv, meta::Namespace* ns, IoBackend* io, std::vector<DriveSlot> drives)
     : kv_(kv), ns_(ns), io_(io), drives_(SizedDriveTable(std::move(drives))), placer_(PlaceableDrives(drives_)),
-      ledger_(kv, io, &drives_) {}
+      ledger_(kv, io, &drives_),
+      next_seq_(1) {}
 
 Status ObjectStore::add_drive(DriveSlot slot) {
   std::lock_guard lock(add_drive_mu_);

@@ -4,11 +4,16 @@
 // Write protocol (DESIGN invariants 4 and 6):
 //  1. New space is allocated in memory only; the allocator is rebuilt from the
 //     chunk records at mount, so space of a write that never committed is free again.
-//  2. Blocks overwritten in place first get their new checksum committed as
-//     "pending" beside the old one, so a crash mid-write leaves each block
-//     matching one of the two. (That commit is not synced: after a power cut,
-//     a block overwritten since the last sync may read as EIO, never as
-//     wrong bytes; see the note at step 3 in stage().)
+//  2. A write never overwrites committed data in place before its commit is
+//     durable, so a power cut leaves every block old or new, never unreadable:
+//     - a small overwrite (up to kDeferredMax) is deferred: its blocks go into
+//       the metadata commit with their checksums, are read from memory until
+//       a WAL sync has made them durable, and are then copied to the drives
+//       (deferred_writes.cc; replayed at mount);
+//     - a larger one goes out of place: the blocks it overwrites get new
+//       extents, and the commit switches the chunk's extents to them.
+//     Only when the pool has no room for that does an overwrite go in place,
+//     its new checksums first committed as "pending" beside the old ones.
 //  3. Data goes to every replica, all pieces concurrently.
 //  4. Chunk records and the inode's size/mtime commit in one batch
 //     (replace_many: the records and inodes of many objects in one batch).
@@ -53,7 +58,16 @@ class ObjectStore {
  public:
   // Per-object state: the chunk map (loaded on first use) and the lock that
   // orders writes against reads of the same object.
-  struct Object {
+  struct Object : std::enable_shared_from_this<Object> {
+    // Blocks of deferred writes not yet copied to the drives: what a read
+    // must see instead of the drive's bytes. The blocks of one record share
+    // one buffer, aligned for O_DIRECT.
+    struct DeferredBlock {
+      uint64_t seq = 0;  // of the record holding it (meta::DeferredKey)
+      std::shared_ptr<const AlignedBuffer> bytes;
+      size_t at = 0;  // where the block starts in bytes
+      const char* data() const { return bytes->data() + at; }
+    };
     uint64_t ino = 0;
     std::string uri;
     uint64_t hash = 0;
@@ -63,7 +77,13 @@ class ObjectStore {
     std::shared_mutex mu;
     bool loaded = false;                          // GUARDED_BY(mu)
     std::map<uint64_t, meta::ChunkRecord> chunks; // GUARDED_BY(mu)
+    std::map<std::pair<uint64_t, uint32_t>, DeferredBlock> deferred;  // GUARDED_BY(mu): (chunk, block) ->
   };
+
+  // Overwrites of at most this many bytes are deferred (protocol step 2).
+  static constexpr size_t kDeferredMax = 64 << 10;
+  // Deferred bytes held in memory before a write copies them to the drives.
+  static constexpr uint64_t kDeferredApplyAt = 8 << 20;
 
   // Does not own its arguments; they outlive the store.
   ObjectStore(meta::KvStore* kv, meta::Namespace* ns, IoBackend* io, std::vector<DriveSlot> drives);
@@ -128,7 +148,19 @@ class ObjectStore {
   // more than once, also concurrently: an inode already gone is left alone.
   Status reclaim(uint64_t ino);
   // Makes everything written so far durable: drives flushed, WAL synced.
+  // (Deferred writes are durable in the WAL; they stay in memory.)
   Status sync();
+  // Copies every deferred write to the drives (none waiting: does nothing): a WAL sync first (so no
+  // block is overwritten before its record is durable), then the blocks,
+  // a drive flush, and the records deleted. Writes call it when more than
+  // kDeferredApplyAt bytes wait; an unmount calls it too.
+  Status apply_deferred();
+  // At mount: copies the deferred writes a crash left to the drives, each
+  // block only if it is still what its chunk's checksum says, and deletes
+  // the records. Before the store is used.
+  Status replay_deferred();
+  // Deferred bytes waiting in memory.
+  uint64_t deferred_bytes() const;
   // Starts placing new chunks on a drive added to the pool while the store is
   // in use (its id had no slot yet; the I/O backend serves it already).
   // Readers and writers go on meanwhile. kInvalidArgument for an id that is
@@ -173,6 +205,8 @@ class ObjectStore {
     uint64_t offset;
     size_t len;
     bool replace;  // the object's old chunks are ignored while planning and dropped in the commit
+    bool deferred = false;  // a small overwrite: its blocks go into the commit, not to the drives
+    uint64_t seq = 0;       // deferred: the first record's sequence number (one per plan)
     std::vector<Plan> plans;
     std::map<uint64_t, meta::ChunkRecord> intents;  // chunk index -> record with pending checksums
     std::vector<Freed> freed;                       // space the commit gives up
@@ -188,7 +222,24 @@ class ObjectStore {
   Status plan_chunk(StagedWrite& w, const ChunkPiece& piece);
   Status prepare_blocks(const Object& obj, StagedWrite::Plan& p, const char* data);
   void add_checksums(StagedWrite& w, StagedWrite::Plan& p, meta::Transaction* intent);
+  // Moves the blocks p overwrites to new extents (protocol step 2); false
+  // when the drives have no room for them (nothing then changed).
+  bool move_out_of_place(StagedWrite::Plan& p);
   void queue_writes(const StagedWrite& w, std::vector<IoRequest>* reqs) const;
+  // The records of a deferred write, into its commit, and its blocks into
+  // the object once committed.
+  void add_deferred_records(StagedWrite& w, meta::Transaction* txn);
+  void keep_deferred(StagedWrite& w);
+  // Copies the deferred blocks of chunk `index` among [first, first+count)
+  // into buf (the blocks as read from a drive). REQUIRES: obj.mu held.
+  void overlay_deferred(const Object& obj, uint64_t index, uint32_t first, uint32_t count, char* buf) const;
+  // Forgets the deferred blocks [from, to) of chunk `index` (their bytes
+  // were rewritten or cut off); index ~0: of every chunk.
+  // REQUIRES: obj.mu held exclusively.
+  static void drop_deferred(Object& obj, uint64_t index, uint32_t from = 0, uint32_t to = ~uint32_t{0});
+  // After a write's commit: apply_deferred() when enough waits. Errors are
+  // logged: the write itself is stored.
+  void maybe_apply_deferred();
   // Runs reqs and marks their drives dirty.
   Status write_to_drives(std::vector<IoRequest>& reqs);
   // What w's commit writes: its chunk records, and the inode's new size,
@@ -250,6 +301,18 @@ class ObjectStore {
   std::mutex reclaim_mu_;  // serializes reclaim(): see there
 
   FreeLedger ledger_;  // space given up by commits, and drives written, until the next sync
+  // Deferred writes not yet on the drives, in commit order.
+  struct DeferredRecord {
+    std::shared_ptr<Object> obj;
+    uint64_t seq;
+    uint64_t index;
+    uint32_t first, count;
+  };
+  mutable std::mutex deferred_mu_;
+  std::vector<DeferredRecord> deferred_;  // GUARDED_BY(deferred_mu_)
+  uint64_t deferred_bytes_ = 0;           // GUARDED_BY(deferred_mu_)
+  uint64_t next_seq_;                     // GUARDED_BY(deferred_mu_)
+  std::mutex apply_mu_;                   // one apply_deferred() at a time
   std::atomic<uint64_t> repaired_blocks_{0};
   std::unique_ptr<ChunkCache> cache_;  // null: the RAM tier is off
 };

@@ -1,6 +1,7 @@
 // ObjectStore's write path: a write is staged (space reserved, blocks ready,
-// the intent of in-place overwrites committed), its blocks go to the drives,
-// its records join a commit, and it is finished or abandoned. write(),
+// a small overwrite deferred, a larger one moved out of place), its blocks go
+// to the drives (or, deferred, into its commit), its records join a commit,
+// and it is finished or abandoned. write(),
 // replace() and replace_many() are built from these steps. They stay
 // ObjectStore members: every step reads the object's chunk map, the placer,
 // the drive table, the RAM tier and the free ledger, which a class of its own
@@ -13,6 +14,7 @@
 #include <cstring>
 
 #include "engine/store/chunk_space.h"
+#include "engine/store/staged_write.h"
 #include "engine/store/crc32c.h"
 #include "engine/store/striper.h"
 #include "meta/chunk_table.h"
@@ -32,26 +34,15 @@ constexpr uint32_t kWriteAdmitMax = 256 << 10;
 }  // namespace
 
 Result<InodeRecord> ObjectStore::write(Object& obj, uint64_t offset, const char* data, size_t len) {
-  return write_or_replace(obj, offset, data, len, /*replace=*/false);
+  auto written = write_or_replace(obj, offset, data, len, /*replace=*/false);
+  maybe_apply_deferred();
+  return written;
 }
 
 Result<InodeRecord> ObjectStore::replace(Object& obj, const char* data, size_t len) {
   if (len == 0) return truncate(obj, 0, meta::NowNs());
   return write_or_replace(obj, 0, data, len, /*replace=*/true);
 }
-
-// One chunk's part of a staged write.
-struct ObjectStore::StagedWrite::Plan {
-  ChunkPiece piece;
-  bool existed = false;
-  bool relocated = false;  // the chunk's data moves to new extents
-  ChunkRecord before, after;
-  uint32_t first_block = 0;
-  uint32_t last_block = 0;
-  AlignedBuffer buf;            // when the caller's bytes cannot be written as they are
-  const char* bytes = nullptr;  // blocks [first_block, last_block) as they go to the drives
-  size_t length() const { return size_t{last_block - first_block} * kBlock; }
-};
 
 ObjectStore::StagedWrite::StagedWrite(Object& o, uint64_t off, size_t n, bool whole)
     : obj(&o), lock(o.mu), offset(off), len(n), replace(whole) {}
@@ -61,15 +52,18 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
                                                   bool replace) {
   StagedWrite w(obj, offset, len, replace);
   SFS_RETURN_IF_ERROR(stage(w, data));
-  std::vector<IoRequest> reqs;
-  queue_writes(w, &reqs);
-  if (Status s = write_to_drives(reqs); !s.ok()) {
-    abandon(w);
-    return s;
+  if (!w.deferred) {
+    std::vector<IoRequest> reqs;
+    queue_writes(w, &reqs);
+    if (Status s = write_to_drives(reqs); !s.ok()) {
+      abandon(w);
+      return s;
+    }
   }
   meta::Namespace::InodeWrite record;
   record.ino = obj.ino;
   add_records(w, &record, meta::NowNs());
+  if (w.deferred) add_deferred_records(w, &record.records);
   auto committed = ns_->commit_with_inode(std::move(record), false);
   if (!committed.ok()) {
     abandon(w);
@@ -132,6 +126,7 @@ void ObjectStore::unreserve(StagedWrite& w) {
     } else if (p.after.capacity > p.before.capacity) {
       release_now(CutReplicas(p.after.replicas, p.before.capacity));
     }
+    if (p.moved) release_now(p.fresh);
   }
   w.plans.clear();
 }
@@ -275,8 +270,9 @@ Status ObjectStore::prepare_blocks(const Object& obj, StagedWrite::Plan& p, cons
   return Status::OK();
 }
 
-// 2b. The new checksums of p's blocks. A block overwritten in place gets its
-// new checksum as pending beside the old one, into intent (protocol step 2).
+// 2b. The new checksums of p's blocks. A block overwritten in place (neither
+// deferred nor moved) gets its new checksum as pending beside the old one,
+// into intent (protocol step 2).
 void ObjectStore::add_checksums(StagedWrite& w, StagedWrite::Plan& p, Transaction* intent) {
   const uint32_t first = p.first_block, last = p.last_block;
   const uint32_t old_blocks = p.before.blocks();
@@ -284,7 +280,7 @@ void ObjectStore::add_checksums(StagedWrite& w, StagedWrite::Plan& p, Transactio
   Crc32cBlocks(p.bytes, kBlock, last - first, p.after.crcs.data() + first);
   ChunkRecord pending = p.before;
   for (uint32_t b = first; b < std::min(last, old_blocks); ++b) {
-    if (!p.relocated) pending.pending.emplace_back(b, p.after.crcs[b]);
+    if (!p.relocated && !p.moved && !w.deferred) pending.pending.emplace_back(b, p.after.crcs[b]);
   }
   if (pending.pending.size() > p.before.pending.size()) {
     meta::PutChecksums(intent, w.obj->ino, p.piece.index, p.before, pending);
@@ -300,17 +296,32 @@ Status ObjectStore::stage(StagedWrite& w, const char* data) {
   for (const ChunkPiece& piece : SplitRange(w.offset, w.len, obj.chunk_size)) {
     if (s = plan_chunk(w, piece); !s.ok()) break;
   }
+  // Protocol step 2: a small write that overwrites data is deferred whole;
+  // otherwise each chunk's overwritten blocks move out of place. Files of
+  // ram directories do neither: their data does not outlive the mount.
+  // (A write past the end rewrites the old last block too, with zeros after
+  // the old length: prepare_blocks() starts there.)
+  auto overwrites = [](const StagedWrite::Plan& p) {
+    return p.existed && !p.relocated && std::min(p.piece.offset, p.before.length) / kBlock < p.before.blocks();
+  };
+  const bool lasting = !w.replace && !obj.strategy->ram_only();
+  w.deferred = s.ok() && lasting && w.len <= kDeferredMax &&
+               std::none_of(w.plans.begin(), w.plans.end(), [](const auto& p) { return p.relocated; }) &&
+               std::any_of(w.plans.begin(), w.plans.end(), overwrites);
   Transaction intent;
   for (size_t i = 0; s.ok() && i < w.plans.size(); ++i) {
     s = prepare_blocks(obj, w.plans[i], data);
-    if (s.ok()) add_checksums(w, w.plans[i], &intent);
+    if (!s.ok()) break;
+    // A pool too full for new extents leaves the blocks to be overwritten in place.
+    if (lasting && !w.deferred && overwrites(w.plans[i])) move_out_of_place(w.plans[i]);
+    add_checksums(w, w.plans[i], &intent);
   }
-  // 3. Intent for in-place overwrites (the data follows, by the caller).
-  // Not synced: syncing here would first need every dirty drive flushed (the
-  // WAL sync makes all earlier commits durable), a flush per overwrite. So a
-  // power cut can leave a block overwritten since the last sync with its new
-  // bytes on the drive and only its old checksum: it then reads as EIO,
-  // never as wrong bytes (tests/unit/power_loss_test.cc, torn power cut).
+  // 3. Intent for overwrites in place (the data follows, by the caller): only
+  // when the pool had no room to move them. Not synced: syncing here would
+  // first need every dirty drive flushed (the WAL sync makes all earlier
+  // commits durable), a flush per overwrite. So a power cut can leave such a
+  // block with its new bytes on the drive and only its old checksum: it then
+  // reads as EIO, never as wrong bytes.
   if (s.ok() && !intent.empty()) s = kv_->commit(intent, false);
   if (!s.ok()) {  // nothing stays reserved, and no intent was committed
     w.intents.clear();
@@ -323,6 +334,37 @@ Status ObjectStore::stage(StagedWrite& w, const char* data) {
     for (const StagedWrite::Plan& p : w.plans) cache_->erase(obj.ino, p.piece.index);
   }
   return Status::OK();
+}
+
+bool ObjectStore::move_out_of_place(StagedWrite::Plan& p) {
+  const uint32_t end = std::min(p.last_block, p.before.blocks());  // blocks past it hold no data yet
+  if (p.first_block >= end) return true;
+  const uint64_t pos = uint64_t{p.first_block} * kBlock, len = uint64_t{end - p.first_block} * kBlock;
+  std::vector<Replica> moved;
+  for (const Replica& r : p.after.replicas) {
+    SegmentAllocator* a = drives_[r.segment].allocator;
+    Replica fresh;
+    fresh.segment = r.segment;
+    if (!a || !a->allocate_spread(len, &fresh.extents).ok()) {
+      release_now(p.fresh);
+      p.fresh.clear();
+      return false;
+    }
+    // The replica's extents with [pos, pos+len) cut out and the fresh ones in its place.
+    Replica m;
+    m.segment = r.segment;
+    r.map(0, pos, [&](uint64_t at, uint64_t, uint64_t n) { m.append({at, n}); });
+    for (const Extent& e : fresh.extents) m.append(e);
+    r.map(pos + len, r.bytes() - pos - len, [&](uint64_t at, uint64_t, uint64_t n) { m.append({at, n}); });
+    moved.push_back(std::move(m));
+    p.fresh.push_back(std::move(fresh));
+  }
+  for (const Replica& r : p.after.replicas) {
+    r.map(pos, len, [&](uint64_t at, uint64_t, uint64_t n) { p.replaced.push_back({r.segment, {at, n}}); });
+  }
+  p.after.replicas = std::move(moved);
+  p.moved = true;
+  return true;
 }
 
 void ObjectStore::queue_writes(const StagedWrite& w, std::vector<IoRequest>* reqs) const {
@@ -362,6 +404,7 @@ void ObjectStore::add_records(StagedWrite& w, meta::Namespace::InodeWrite* out, 
     if (p.relocated && p.existed) {
       FreeLedger::add_freed(p.before.replicas, &w.freed);
     }
+    w.freed.insert(w.freed.end(), p.replaced.begin(), p.replaced.end());
   }
   if (w.replace) {
     out->change.size = w.offset + w.len;
@@ -374,7 +417,11 @@ void ObjectStore::add_records(StagedWrite& w, meta::Namespace::InodeWrite* out, 
 
 void ObjectStore::finish(StagedWrite& w) {
   Object& obj = *w.obj;
-  if (w.replace) obj.chunks.clear();
+  if (w.replace) {
+    obj.chunks.clear();
+    drop_deferred(obj, ~uint64_t{0});
+  }
+  if (w.deferred) keep_deferred(w);
   for (StagedWrite::Plan& p : w.plans) {
     // Write-through admission of small chunks: a write that now holds a
     // chunk's whole data (a small object's put) has every byte at hand, so
@@ -383,6 +430,8 @@ void ObjectStore::finish(StagedWrite& w) {
     if (admits(obj) && p.first_block == 0 && p.last_block == p.after.blocks() && p.after.length <= kWriteAdmitMax) {
       cache_->insert(obj.ino, p.piece.index, p.bytes, p.after.length);
     }
+    // The drives now hold the newest bytes of the blocks written.
+    if (!w.deferred) drop_deferred(obj, p.piece.index, p.first_block, p.last_block);
     obj.chunks[p.piece.index] = std::move(p.after);
   }
   w.plans.clear();  // nothing left to give back

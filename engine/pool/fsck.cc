@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 
+#include "engine/store/chunk_space.h"
 #include "engine/store/crc32c.h"
 #include "engine/pool/pool.h"
 #include "meta/chunk_table.h"
@@ -182,7 +183,9 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
         }
         for (uint32_t b = 0; b < rec->blocks(); ++b) {
           verified_blocks[0]++;
-          if (!rec->block_matches(b, Crc32c(buf.get() + size_t{b} * meta::kBlockSize, meta::kBlockSize))) {
+          char* block = buf.get() + size_t{b} * meta::kBlockSize;
+          if (!rec->block_matches(b, Crc32c(block, meta::kBlockSize)) &&
+              !store_space::TailVerifiesZeroed(*rec, b, block)) {
             problem(fmt::format("{}: block {} on drive {} fails its checksum", where, b, e.segment));
           }
         }

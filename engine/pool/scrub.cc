@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include "engine/store/chunk_space.h"
 #include "engine/store/crc32c.h"
 #include "engine/pool/pool.h"
 
@@ -80,7 +81,9 @@ Status ObjectStore::scrub_chunk(const Object& obj, uint64_t index, const ChunkRe
     }
     overlay_deferred(obj, index, 0, blocks, c.buf.data());  // blocks not on the drives yet are good in memory
     Crc32cBlocks(c.buf.data(), kBlock, blocks, crcs.data());
-    for (uint32_t b = 0; b < blocks; ++b) c.intact[b] = rec.block_matches(b, crcs[b]);
+    for (uint32_t b = 0; b < blocks; ++b) {
+      c.intact[b] = rec.block_matches(b, crcs[b]) || store_space::TailVerifiesZeroed(rec, b, c.buf.data() + size_t{b} * kBlock);
+    }
   }
 
   std::vector<IoRequest> repairs;

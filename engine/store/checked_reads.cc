@@ -49,7 +49,7 @@ Status ObjectStore::read_blocks(const Object& obj, uint64_t index, const ChunkRe
     Crc32cBlocks(buf, kBlock, count, crcs.data());
     const size_t bad_before = bad.size();
     for (uint32_t b = 0; b < count; ++b) {
-      if (rec.block_matches(first + b, crcs[b])) continue;
+      if (rec.block_matches(first + b, crcs[b]) || TailVerifiesZeroed(rec, first + b, buf + size_t{b} * kBlock)) continue;
       if (bad.size() > bad_before && bad.back().first + bad.back().count == b) {
         bad.back().count++;
       } else {
@@ -141,7 +141,10 @@ Status ObjectStore::read_aligned(Object& obj, uint64_t offset, size_t len, char*
       overlay_deferred(obj, p.index, p.first, p.count, p.dst);
       crcs.resize(p.count);
       Crc32cBlocks(p.dst, kBlock, p.count, crcs.data());
-      for (uint32_t b = 0; b < p.count && good; ++b) good = p.rec->block_matches(p.first + b, crcs[b]);
+      for (uint32_t b = 0; b < p.count && good; ++b) {
+        good = p.rec->block_matches(p.first + b, crcs[b]) ||
+               TailVerifiesZeroed(*p.rec, p.first + b, p.dst + size_t{b} * kBlock);
+      }
     }
     if (!good) {
       // The first replica failed or did not verify: try them all, one at a time.

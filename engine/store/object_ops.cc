@@ -10,6 +10,7 @@
 
 #include "engine/store/aligned_buffer.h"
 #include "engine/store/chunk_space.h"
+#include "engine/store/crc32c.h"
 #include "engine/store/striper.h"
 #include "meta/chunk_table.h"
 
@@ -17,6 +18,7 @@ namespace stripefs {
 
 using meta::ChunkRecord;
 using meta::InodeRecord;
+using meta::Replica;
 using meta::Transaction;
 using namespace store_space;
 
@@ -43,6 +45,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
       std::erase_if(after.pending, [&](const auto& p) { return p.first >= after.blocks(); });
       after.capacity = static_cast<uint32_t>(RoundUp(after.length, kBlock));
       FreeLedger::add_freed(CutReplicas(after.replicas, after.capacity), &freed);
+      SFS_RETURN_IF_ERROR(cut_last_block(obj, index, rec, &after, &freed));
       footprint_delta += static_cast<int64_t>(Footprint(after)) - static_cast<int64_t>(Footprint(rec));
       meta::PutChunk(&txn, obj.ino, index, rec, after);
       after.whole_checksum_record = false;
@@ -68,6 +71,60 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
   }
   ledger_.release_later(std::move(freed));
   return committed;
+}
+
+// A block's checksum is of its bytes with zeros past the chunk's length
+// (see TailVerifiesZeroed()), and appends write the last block in place. So
+// a cut inside a block stores the block, zero-padded, in new space: the
+// bytes it cut off may still be durable data, which a later append in place
+// must not overwrite before the cut is durable. (A pool with no room left,
+// or a file of a ram directory, keeps the block where it is.)
+Status ObjectStore::cut_last_block(const Object& obj, uint64_t index, const ChunkRecord& before, ChunkRecord* after,
+                                   std::vector<Freed>* freed) {
+  const uint32_t valid = after->length % kBlock;
+  if (valid == 0) return Status::OK();
+  const uint32_t last = after->blocks() - 1;
+  AlignedBuffer block(kBlock);
+  // Unreadable: it keeps its checksum and its place (it reads as EIO either way).
+  if (!read_old_blocks(obj, index, before, last, 1, block.data()).ok()) return Status::OK();
+  std::memset(block.data() + valid, 0, kBlock - valid);
+  after->crcs[last] = Crc32c(block.data(), kBlock);
+  std::erase_if(after->pending, [&](const auto& p) { return p.first == last; });
+  if (obj.strategy->ram_only()) return Status::OK();
+  std::vector<Replica> fresh, moved;
+  std::vector<IoRequest> reqs;
+  for (const Replica& r : after->replicas) {
+    SegmentAllocator* a = drives_[r.segment].allocator;
+    Replica& f = fresh.emplace_back();
+    f.segment = r.segment;
+    if (!a || !a->allocate_spread(kBlock, &f.extents).ok()) {
+      fresh.pop_back();
+      release_now(fresh);
+      // In place: the old way, with the cut bytes' old checksum kept pending
+      // beside the new one, so the block reads either way.
+      after->pending.emplace_back(last, before.crcs.at(last));
+      return write_in_place(*after, last, block);
+    }
+    moved.push_back(SpliceReplica(r, uint64_t{last} * kBlock, kBlock, f.extents));
+    add_requests(IoRequest::Op::kWrite, f, 0, kBlock, block.data(), &reqs);
+  }
+  if (Status s = write_to_drives(reqs); !s.ok()) {
+    release_now(fresh);
+    return s;
+  }
+  for (const Replica& r : after->replicas) {
+    r.map(uint64_t{last} * kBlock, kBlock, [&](uint64_t at, uint64_t, uint64_t n) { freed->push_back({r.segment, {at, n}}); });
+  }
+  after->replicas = std::move(moved);
+  return Status::OK();
+}
+
+Status ObjectStore::write_in_place(const ChunkRecord& rec, uint32_t block, const AlignedBuffer& bytes) {
+  std::vector<IoRequest> reqs;
+  for (const Replica& r : rec.replicas) {
+    add_requests(IoRequest::Op::kWrite, r, uint64_t{block} * kBlock, kBlock, bytes.data(), &reqs);
+  }
+  return write_to_drives(reqs);
 }
 
 Status ObjectStore::write_zeros(Object& obj, uint64_t offset, uint64_t len) {

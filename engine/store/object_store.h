@@ -271,6 +271,13 @@ class ObjectStore {
   // anywhere on the segment. On success rec's replicas and capacity are the
   // grown ones; otherwise nothing changed.
   bool grow_in_place(meta::ChunkRecord& rec, uint32_t to, bool spread);
+  // A truncate's cut inside a block: after's last block becomes the old one
+  // with zeros past the new length, stored in new space (its old space into
+  // *freed), and its checksum that of those bytes.
+  Status cut_last_block(const Object& obj, uint64_t index, const meta::ChunkRecord& before, meta::ChunkRecord* after,
+                        std::vector<Freed>* freed);
+  // Writes one block of rec to every replica, where it lies.
+  Status write_in_place(const meta::ChunkRecord& rec, uint32_t block, const AlignedBuffer& bytes);
   // write() of len zero bytes at offset, in pieces.
   Status write_zeros(Object& obj, uint64_t offset, uint64_t len);
   // True when every replica of rec is on a drive that is present.

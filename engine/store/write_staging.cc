@@ -270,9 +270,9 @@ Status ObjectStore::prepare_blocks(const Object& obj, StagedWrite::Plan& p, cons
   return Status::OK();
 }
 
-// 2b. The new checksums of p's blocks. A block overwritten in place (neither
-// deferred nor moved) gets its new checksum as pending beside the old one,
-// into intent (protocol step 2).
+// 2b. The new checksums of p's blocks. With intent (data overwritten in
+// place: neither deferred nor moved), a block overwritten gets its new
+// checksum as pending beside the old one, into intent (protocol step 2).
 void ObjectStore::add_checksums(StagedWrite& w, StagedWrite::Plan& p, Transaction* intent) {
   const uint32_t first = p.first_block, last = p.last_block;
   const uint32_t old_blocks = p.before.blocks();
@@ -280,9 +280,9 @@ void ObjectStore::add_checksums(StagedWrite& w, StagedWrite::Plan& p, Transactio
   Crc32cBlocks(p.bytes, kBlock, last - first, p.after.crcs.data() + first);
   ChunkRecord pending = p.before;
   for (uint32_t b = first; b < std::min(last, old_blocks); ++b) {
-    if (!p.relocated && !p.moved && !w.deferred) pending.pending.emplace_back(b, p.after.crcs[b]);
+    if (intent) pending.pending.emplace_back(b, p.after.crcs[b]);
   }
-  if (pending.pending.size() > p.before.pending.size()) {
+  if (intent && pending.pending.size() > p.before.pending.size()) {
     meta::PutChecksums(intent, w.obj->ino, p.piece.index, p.before, pending);
     pending.whole_checksum_record = false;  // stored as pages now
     w.intents.emplace(p.piece.index, std::move(pending));
@@ -299,10 +299,12 @@ Status ObjectStore::stage(StagedWrite& w, const char* data) {
   // Protocol step 2: a small write that overwrites data is deferred whole;
   // otherwise each chunk's overwritten blocks move out of place. Files of
   // ram directories do neither: their data does not outlive the mount.
-  // (A write past the end rewrites the old last block too, with zeros after
-  // the old length: prepare_blocks() starts there.)
+  // A write that starts at or past the chunk's end overwrites no data: it
+  // rewrites the old last block with the same bytes below the old length,
+  // and bytes past the length do not count in its checksum
+  // (TailVerifiesZeroed()), so it goes in place.
   auto overwrites = [](const StagedWrite::Plan& p) {
-    return p.existed && !p.relocated && std::min(p.piece.offset, p.before.length) / kBlock < p.before.blocks();
+    return p.existed && !p.relocated && p.piece.offset < p.before.length;
   };
   const bool lasting = !w.replace && !obj.strategy->ram_only();
   w.deferred = s.ok() && lasting && w.len <= kDeferredMax &&
@@ -310,11 +312,12 @@ Status ObjectStore::stage(StagedWrite& w, const char* data) {
                std::any_of(w.plans.begin(), w.plans.end(), overwrites);
   Transaction intent;
   for (size_t i = 0; s.ok() && i < w.plans.size(); ++i) {
-    s = prepare_blocks(obj, w.plans[i], data);
+    StagedWrite::Plan& p = w.plans[i];
+    s = prepare_blocks(obj, p, data);
     if (!s.ok()) break;
     // A pool too full for new extents leaves the blocks to be overwritten in place.
-    if (lasting && !w.deferred && overwrites(w.plans[i])) move_out_of_place(w.plans[i]);
-    add_checksums(w, w.plans[i], &intent);
+    if (lasting && !w.deferred && overwrites(p)) move_out_of_place(p);
+    add_checksums(w, p, overwrites(p) && !p.moved && !w.deferred ? &intent : nullptr);
   }
   // 3. Intent for overwrites in place (the data follows, by the caller): only
   // when the pool had no room to move them. Not synced: syncing here would
@@ -350,13 +353,7 @@ bool ObjectStore::move_out_of_place(StagedWrite::Plan& p) {
       p.fresh.clear();
       return false;
     }
-    // The replica's extents with [pos, pos+len) cut out and the fresh ones in its place.
-    Replica m;
-    m.segment = r.segment;
-    r.map(0, pos, [&](uint64_t at, uint64_t, uint64_t n) { m.append({at, n}); });
-    for (const Extent& e : fresh.extents) m.append(e);
-    r.map(pos + len, r.bytes() - pos - len, [&](uint64_t at, uint64_t, uint64_t n) { m.append({at, n}); });
-    moved.push_back(std::move(m));
+    moved.push_back(SpliceReplica(r, pos, len, fresh.extents));
     p.fresh.push_back(std::move(fresh));
   }
   for (const Replica& r : p.after.replicas) {

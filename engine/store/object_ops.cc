@@ -78,7 +78,7 @@ Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mt
 // a cut inside a block stores the block, zero-padded, in new space: the
 // bytes it cut off may still be durable data, which a later append in place
 // must not overwrite before the cut is durable. (A pool with no room left,
-// or a file of a ram directory, keeps the block where it is.)
+// or a file of a ram directory, keeps the block where it is, unchanged.)
 Status ObjectStore::cut_last_block(const Object& obj, uint64_t index, const ChunkRecord& before, ChunkRecord* after,
                                    std::vector<Freed>* freed) {
   const uint32_t valid = after->length % kBlock;
@@ -98,12 +98,12 @@ Status ObjectStore::cut_last_block(const Object& obj, uint64_t index, const Chun
     Replica& f = fresh.emplace_back();
     f.segment = r.segment;
     if (!a || !a->allocate_spread(kBlock, &f.extents).ok()) {
+      // No room: the block stays as it is on the drive, where it verifies
+      // with its tail zeroed (only a later append in place could then
+      // overwrite cut-off bytes before the cut is durable).
       fresh.pop_back();
       release_now(fresh);
-      // In place: the old way, with the cut bytes' old checksum kept pending
-      // beside the new one, so the block reads either way.
-      after->pending.emplace_back(last, before.crcs.at(last));
-      return write_in_place(*after, last, block);
+      return Status::OK();
     }
     moved.push_back(SpliceReplica(r, uint64_t{last} * kBlock, kBlock, f.extents));
     add_requests(IoRequest::Op::kWrite, f, 0, kBlock, block.data(), &reqs);
@@ -117,14 +117,6 @@ Status ObjectStore::cut_last_block(const Object& obj, uint64_t index, const Chun
   }
   after->replicas = std::move(moved);
   return Status::OK();
-}
-
-Status ObjectStore::write_in_place(const ChunkRecord& rec, uint32_t block, const AlignedBuffer& bytes) {
-  std::vector<IoRequest> reqs;
-  for (const Replica& r : rec.replicas) {
-    add_requests(IoRequest::Op::kWrite, r, uint64_t{block} * kBlock, kBlock, bytes.data(), &reqs);
-  }
-  return write_to_drives(reqs);
 }
 
 Status ObjectStore::write_zeros(Object& obj, uint64_t offset, uint64_t len) {

@@ -276,8 +276,6 @@ class ObjectStore {
   // *freed), and its checksum that of those bytes.
   Status cut_last_block(const Object& obj, uint64_t index, const meta::ChunkRecord& before, meta::ChunkRecord* after,
                         std::vector<Freed>* freed);
-  // Writes one block of rec to every replica, where it lies.
-  Status write_in_place(const meta::ChunkRecord& rec, uint32_t block, const AlignedBuffer& bytes);
   // write() of len zero bytes at offset, in pieces.
   Status write_zeros(Object& obj, uint64_t offset, uint64_t len);
   // True when every replica of rec is on a drive that is present.

@@ -457,6 +457,10 @@ class Targets:
         if not stop_stripefs_ok:
             self.problems.append(f"stripefs daemon {pid} did not exit after unmount")
         self.save_log(os.path.join(meta, "stripefs.log"))
+        self.remove_mountpoint(mnt)
+
+    def remove_mountpoint(self, mnt):
+        """Removes an unmounted mountpoint directory; a mount still there is a problem."""
         if is_mountpoint(mnt):
             self.problems.append(f"could not unmount {mnt}")
         else:
@@ -508,13 +512,7 @@ class Targets:
             except subprocess.TimeoutExpired:
                 pass
         self.save_log(os.path.join(self.state_dir, "mergerfs.log"))
-        if is_mountpoint(mnt):
-            self.problems.append(f"could not unmount {mnt}")
-        else:
-            try:
-                os.rmdir(mnt)
-            except OSError:
-                pass
+        self.remove_mountpoint(mnt)
 
     # ------------------------------------------------------------ children
     def run_child(self, cmd, env=None, timeout=None):

@@ -32,6 +32,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ALL_TARGETS = ["raw", "stripefs", "mergerfs"]
+# null: build/bench/null_fuse, which stores nothing (writes are discarded, reads
+# return zeros), with stripefs's FUSE settings: the transport's ceiling. Only
+# fio's jobs can run on it (bench/compare --targets ...,null).
+FIO_TARGETS = ALL_TARGETS + ["null"]
 
 # cache.files=partial: the page cache is used and dropped when a file is
 # opened -- the kernel FUSE mode stripefs runs in (no direct_io), so buffered
@@ -257,13 +261,15 @@ class Targets:
         self.stripefs = None
         self.stripefs_pid = None
         self.mergerfs_proc = None
+        self.null_proc = None
+        self.null_fuse = None
 
     def per_target_bytes(self):
         raise NotImplementedError
 
     # ---------------------------------------------------------------- setup
     def check_target_tools(self):
-        """fusermount3, the stripefs binary (self.stripefs), mergerfs (installed with apt-get if missing)."""
+        """fusermount3, the stripefs binary (self.stripefs), null_fuse, mergerfs (installed with apt-get if missing)."""
         a = self.a
         if not shutil.which("fusermount3"):
             die("fusermount3 is not installed (apt-get install fuse3)")
@@ -272,6 +278,11 @@ class Targets:
             if not (os.path.isfile(sf) and os.access(sf, os.X_OK)):
                 die(f"stripefs binary not found at {sf} (build it, or give --stripefs PATH or STRIPEFS=PATH)")
             self.stripefs = os.path.realpath(sf)
+        if "null" in a.targets:
+            nf = a.null_fuse or str(REPO / "build/bench/null_fuse")
+            if not (os.path.isfile(nf) and os.access(nf, os.X_OK)):
+                die(f"null_fuse not found at {nf} (build the bench target null_fuse, or give --null-fuse PATH)")
+            self.null_fuse = os.path.realpath(nf)
         if "mergerfs" in a.targets and not shutil.which("mergerfs"):
             if os.geteuid() != 0:
                 die("mergerfs is not installed and installing it needs root (apt-get install mergerfs)")
@@ -292,6 +303,8 @@ class Targets:
         v["loadavg_start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         if "mergerfs" in self.a.targets:
             v["mergerfs"] = first_line(["mergerfs", "-V"])
+        if "null" in self.a.targets:
+            v["null_fuse"] = self.null_fuse
         if "stripefs" in self.a.targets:
             v["stripefs"] = first_line([self.stripefs, "--version"])
             v["stripefs_binary"] = self.stripefs
@@ -475,6 +488,34 @@ class Targets:
             shutil.copy(path, self.a.logs)
             log(f"saved {path} in {self.a.logs}")
 
+    def start_foreground(self, name, cmd, mnt):
+        """Starts a FUSE daemon that stays in the foreground (so its pid is
+        ours) and waits for its mount; returns the process."""
+        logf = open(os.path.join(self.state_dir, f"{name}.log"), "w")
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)  # Ctrl-C goes to us, not to it
+        logf.close()
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not is_mountpoint(mnt):
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        if not is_mountpoint(mnt):
+            die(f"{name} did not mount ({' '.join(cmd)}):{self.log_tail(os.path.join(self.state_dir, f'{name}.log'))}")
+        return proc
+
+    def stop_foreground(self, name, proc, mnt):
+        fuse_unmount(mnt, name)
+        if proc is not None:
+            if not stop_pid(proc.pid, name, name, timeout=20):
+                self.problems.append(f"{name} {proc.pid} did not exit after unmount")
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.save_log(os.path.join(self.state_dir, f"{name}.log"))
+        self.remove_mountpoint(mnt)
+
     def setup_mergerfs(self):
         a = self.a
         base = os.path.join(self.backing_root, "mergerfs")
@@ -483,36 +524,32 @@ class Targets:
             os.makedirs(b)
         mnt = os.path.join(self.state_dir, "mnt-mergerfs")
         os.mkdir(mnt)
-        logf = open(os.path.join(self.state_dir, "mergerfs.log"), "w")
         cmd = ["mergerfs", "-f", "-o", a.mergerfs_opts, ":".join(branches), mnt]
-        self.cleanup.push("unmount mergerfs", lambda: self.stop_mergerfs(mnt))
-        self.mergerfs_proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              start_new_session=True)  # Ctrl-C goes to us, not to it
-        logf.close()
-        end = time.monotonic() + 20
-        while time.monotonic() < end and not is_mountpoint(mnt):
-            if self.mergerfs_proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        if not is_mountpoint(mnt):
-            die(f"mergerfs did not mount ({' '.join(cmd)}):{self.log_tail(os.path.join(self.state_dir, 'mergerfs.log'))}")
+        self.cleanup.push("unmount mergerfs", lambda: self.stop_foreground("mergerfs", self.mergerfs_proc, mnt))
+        self.mergerfs_proc = self.start_foreground("mergerfs", cmd, mnt)
         self.targets["mergerfs"] = {"dir": mnt, "pid": self.mergerfs_proc.pid, "options": a.mergerfs_opts,
                                     "desc": f"over {a.drives} directories in {base}, mounted at {mnt}, "
                                             f"-o {a.mergerfs_opts}"}
         log(f"mergerfs mounted at {mnt} (pid {self.mergerfs_proc.pid}), -o {a.mergerfs_opts}")
 
-    def stop_mergerfs(self, mnt):
-        p = self.mergerfs_proc
-        fuse_unmount(mnt, "mergerfs")
-        if p is not None:
-            if not stop_pid(p.pid, "mergerfs", "mergerfs", timeout=20):
-                self.problems.append(f"mergerfs {p.pid} did not exit after unmount")
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        self.save_log(os.path.join(self.state_dir, "mergerfs.log"))
-        self.remove_mountpoint(mnt)
+    def setup_null(self):
+        """null_fuse holding fio's files (bench.N.0, each of --size bytes)."""
+        a = self.a
+        mnt = os.path.join(self.state_dir, "mnt-null")
+        os.mkdir(mnt)
+        exe = os.path.join(self.state_dir, "null_fuse")  # a private copy, as for stripefs
+        try:
+            shutil.copy2(self.null_fuse, exe)
+        except OSError as e:
+            die(f"cannot copy {self.null_fuse}: {e}")
+        size = getattr(a, "size", 1 << 30)
+        cmd = [exe, mnt, "--loop", "workers", "--files", "64", "--size", str(size), "--name-format", "bench.{}.0"]
+        self.cleanup.push("unmount null_fuse", lambda: self.stop_foreground("null_fuse", self.null_proc, mnt))
+        self.null_proc = self.start_foreground("null_fuse", cmd, mnt)
+        self.targets["null"] = {"dir": mnt, "pid": self.null_proc.pid,
+                                "desc": f"null_fuse (stores nothing; stripefs's FUSE settings and session loop), "
+                                        f"mounted at {mnt}"}
+        log(f"null_fuse mounted at {mnt} (pid {self.null_proc.pid})")
 
     # ------------------------------------------------------------ children
     def run_child(self, cmd, env=None, timeout=None):
@@ -559,8 +596,8 @@ class Targets:
         extra = ""
         if target == "stripefs":
             extra = self.log_tail(os.path.join(self.targets["stripefs"]["meta"], "stripefs.log"))
-        elif target == "mergerfs":
-            extra = self.log_tail(os.path.join(self.state_dir, "mergerfs.log"))
+        elif target in ("mergerfs", "null"):
+            extra = self.log_tail(os.path.join(self.state_dir, f"{'null_fuse' if target == 'null' else target}.log"))
         self.broken[target] = why
         self.problems.append(f"{target}: {why}; skipped from then on")
         log(f"{target}: {why}; no more runs on it{extra}")
@@ -570,7 +607,8 @@ class Targets:
         """The backing, then every target of --targets on it, in that order."""
         self.setup_backing()
         for t in self.a.targets:
-            {"raw": self.setup_raw, "stripefs": self.setup_stripefs, "mergerfs": self.setup_mergerfs}[t]()
+            {"raw": self.setup_raw, "stripefs": self.setup_stripefs, "mergerfs": self.setup_mergerfs,
+             "null": self.setup_null}[t]()
 
     # ---------------------------------------------------------------- exit
     def finish(self, rc):
@@ -586,7 +624,8 @@ class Targets:
             others = f" ({len(lines)} unrelated fuse mount(s) of other users present)" if lines else ""
             log(f"cleanup done: no mount of this run left (mount | grep -E 'fuse|stripefs|mergerfs'){others}")
         for pid, what in ((self.stripefs_pid, "stripefs daemon"),
-                          (self.mergerfs_proc.pid if self.mergerfs_proc else None, "mergerfs")):
+                          (self.mergerfs_proc.pid if self.mergerfs_proc else None, "mergerfs"),
+                          (self.null_proc.pid if self.null_proc else None, "null_fuse")):
             if pid and pid_alive(pid):
                 log(f"ERROR: {what} pid {pid} is still running")
                 rc = rc or 1
@@ -629,16 +668,20 @@ def run_main(bench, body):
     return rc, ours
 
 
-def add_target_args(p):
-    """The options of the backing and the targets, as bench/compare has them."""
+def add_target_args(p, targets=ALL_TARGETS):
+    """The options of the backing and the targets, as bench/compare has them;
+    targets: those --targets may name (the default is ALL_TARGETS)."""
     p.add_argument("--backing", choices=["tmpfs", "disk"], default="tmpfs",
                    help="tmpfs: a tmpfs mounted in a temp dir (or --tmpfs-dir); disk: a temp dir under --disk-dir "
                         "(default %(default)s)")
     p.add_argument("--disk-dir", default="/var/tmp", help="parent of the disk backing's temp dir (default %(default)s)")
     p.add_argument("--tmpfs-dir", metavar="DIR",
                    help="use a temp dir in this existing tmpfs (e.g. /dev/shm) instead of mounting one")
-    p.add_argument("--targets", type=csv_list(ALL_TARGETS, "targets"), default=list(ALL_TARGETS),
-                   help="subset of raw,stripefs,mergerfs (default all three)")
+    p.add_argument("--targets", type=csv_list(targets, "targets"), default=list(ALL_TARGETS),
+                   help=f"subset of {','.join(targets)} (default {','.join(ALL_TARGETS)})")
+    if "null" in targets:
+        p.add_argument("--null-fuse", metavar="PATH",
+                       help="null_fuse binary for the null target (default build/bench/null_fuse of this checkout)")
     p.add_argument("--drives", type=int, default=4,
                    help="stripefs drive files and mergerfs branches (default 4)")
     p.add_argument("--stripefs", metavar="PATH",

@@ -1,13 +1,13 @@
 // null_fuse: a FUSE filesystem that stores nothing, to measure the ceiling of
 // the FUSE transport on a machine (issue 4). The root directory holds N files
-// f0..f{N-1} of a fixed size; reads are answered from one static buffer with
-// fuse_reply_buf, writes are accepted and discarded. The INIT settings are
+// (f0..f{N-1}, or as --name-format says) of a fixed size; reads are answered
+// from one static buffer with fuse_reply_buf, writes are accepted and discarded. The INIT settings are
 // stripefs's (fs/fuse_fs.cc), and the session loop is selectable: libfuse's
 // single-threaded loop, libfuse's multithreaded loop, or stripefs's fixed set
 // of workers, so that fio on this mount shows what each loop leaves of the
 // transport, with no filesystem work behind it.
 //
-//   null_fuse MOUNTPOINT [--files 4] [--size 4G] [--loop single|mt|workers]
+//   null_fuse MOUNTPOINT [--files 4] [--size 4G] [--name-format f{}] [--loop single|mt|workers]
 //             [--workers 8] [--mt-threads 16] [--fill zero|pattern]
 //             [--getxattr enodata|enosys] [--odirect direct_io|cache] [--killpriv]
 //
@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,7 @@ constexpr size_t kMaxReply = 1u << 20;  // max_write/max_readahead; libfuse nego
 struct Config {
   unsigned files = 4;
   uint64_t size = 4ull << 30;
+  std::string name_prefix = "f", name_suffix;  // file i is prefix + i + suffix (--name-format)
 };
 Config g_config;
 
@@ -97,13 +99,19 @@ void OpInit(void*, fuse_conn_info* conn) {
   if (g_killpriv && (conn->capable & FUSE_CAP_HANDLE_KILLPRIV)) conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
 }
 
+// File i's name: --name-format with its "{}" replaced by i.
+std::string FileName(uint64_t i) { return g_config.name_prefix + std::to_string(i) + g_config.name_suffix; }
+
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  if (parent != FUSE_ROOT_ID || name[0] != 'f' || name[1] < '0' || name[1] > '9')
+  const std::string_view n(name), pre(g_config.name_prefix), suf(g_config.name_suffix);
+  if (parent != FUSE_ROOT_ID || n.size() <= pre.size() + suf.size() || !n.starts_with(pre) || !n.ends_with(suf))
     return (void)fuse_reply_err(req, ENOENT);
+  const std::string digits(n.substr(pre.size(), n.size() - pre.size() - suf.size()));
   char* end = nullptr;
   errno = 0;
-  unsigned long i = std::strtoul(name + 1, &end, 10);
-  if (errno != 0 || *end != '\0' || i >= g_config.files || (name[1] == '0' && name[2] != '\0'))
+  unsigned long i = std::strtoul(digits.c_str(), &end, 10);
+  if (digits[0] < '0' || digits[0] > '9' || errno != 0 || *end != '\0' || i >= g_config.files ||
+      (digits[0] == '0' && digits.size() > 1))
     return (void)fuse_reply_err(req, ENOENT);
   fuse_entry_param e{};
   e.ino = kFirstFile + i;
@@ -158,9 +166,9 @@ void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
   if (ino != FUSE_ROOT_ID) return (void)fuse_reply_err(req, ENOTDIR);
   std::vector<char> buf(size);
   size_t used = 0;
-  // Entry k: 0 ".", 1 "..", 2+i "f<i>"; the offset of an entry is k + 1.
+  // Entry k: 0 ".", 1 "..", 2+i file i; the offset of an entry is k + 1.
   for (uint64_t k = static_cast<uint64_t>(off); k < 2ull + g_config.files; ++k) {
-    std::string name = k == 0 ? "." : k == 1 ? ".." : "f" + std::to_string(k - 2);
+    std::string name = k == 0 ? "." : k == 1 ? ".." : FileName(k - 2);
     struct stat st {};
     st.st_ino = k < 2 ? FUSE_ROOT_ID : kFirstFile + (k - 2);
     st.st_mode = k < 2 ? S_IFDIR : S_IFREG;
@@ -248,9 +256,13 @@ int main(int argc, char** argv) {
   unsigned workers = 8, mt_threads = 16, files = 4;
   bool debug = false;
   app.add_option("mountpoint", mountpoint, "where to mount")->required();
-  app.add_option("--files", files, "number of files f0..f{N-1} in the root directory")
+  app.add_option("--files", files, "number of files in the root directory (named by --name-format)")
       ->default_val(4)
       ->check(CLI::Range(1u, 1000000u));
+  std::string name_format = "f{}";
+  app.add_option("--name-format", name_format,
+                 "names of the files, {} standing for 0..N-1 (bench/compare's fio jobs use bench.{}.0)")
+      ->default_val("f{}");
   app.add_option("--size", size_s, "size of every file (bytes, or with K/M/G/T, binary)")->default_val("4G");
   app.add_option("--loop", loop,
                  "session loop: single = fuse_session_loop; mt = fuse_session_loop_mt (clone_fd on, "
@@ -282,6 +294,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   g_config.files = files;
+  const size_t slot = name_format.find("{}");
+  if (slot == std::string::npos || name_format.find('/') != std::string::npos) {
+    std::fprintf(stderr, "null_fuse: --name-format must contain {} and no '/': '%s'\n", name_format.c_str());
+    return 2;
+  }
+  g_config.name_prefix = name_format.substr(0, slot);
+  g_config.name_suffix = name_format.substr(slot + 2);
   if (!ParseSize(size_s, &g_config.size)) {
     std::fprintf(stderr, "null_fuse: --size: not a size: '%s'\n", size_s.c_str());
     return 2;

@@ -85,6 +85,20 @@ void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkReco
   for (uint32_t page = 0; page < stored.checksum_pages(); ++page) txn->del(ChecksumPageKey(ino, index, page));
 }
 
+void PutChecksumPagesOf(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& r,
+                        const std::vector<uint32_t>& blocks) {
+  if (r.whole_checksum_record) {
+    PutChecksums(txn, ino, index, r, r);  // every page, and the whole record deleted
+    return;
+  }
+  uint32_t last_page = ~uint32_t{0};
+  for (uint32_t b : blocks) {  // in order, so a page is written once
+    const uint32_t page = b / kChecksumPageBlocks;
+    if (page == last_page || page >= r.checksum_pages()) continue;
+    txn->put(ChecksumPageKey(ino, index, page), EncodeChecksumPage(r, page));
+    last_page = page;
+  }
+}
 
 void PutPlacement(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& r) {
   txn->put(ChunkKey(ino, index), EncodeChunk(r));

@@ -40,6 +40,9 @@ void PutChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord&
 // Only the checksum half (the intent of an in-place overwrite).
 void PutChecksums(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored, const ChunkRecord& r);
 // Only the placement half (a trim: the reserved bytes changed, not the data).
+// The checksum pages of r holding `blocks` (all its pages if r was loaded from a whole-chunk record).
+void PutChecksumPagesOf(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& r,
+                        const std::vector<uint32_t>& blocks);
 void PutPlacement(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& r);
 void DeleteChunk(Transaction* txn, uint64_t ino, uint64_t index, const ChunkRecord& stored);
 // Every record of every chunk of an inode, whatever state they are in (the

@@ -5,6 +5,7 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,11 +47,27 @@ class KvStore {
                       const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
   // Applies txn atomically. With sync, it and everything before it survive power loss.
   virtual Status commit(const Transaction& txn, bool sync) = 0;
-  // Makes every earlier commit durable (syncs the WAL).
+  // Makes every earlier commit and log record durable (syncs the WAL and the write log).
   virtual Status sync() = 0;
+
+  // The write log: records beside the keys, in the same durability domain.
+  // An appended record is in the operating system when append_log returns
+  // (a killed process loses none) and durable after the next sync() or sync
+  // commit. Records are read back in append order; one torn by a power cut
+  // is not read, nor any after it in its segment. The object store logs
+  // small overwrites here, one record each, instead of committing them.
+  //
+  // One record, the pieces concatenated.
+  virtual Status append_log(std::span<const std::string_view> pieces) = 0;
+  // Later appends go to a new segment; the one closed is synced and its id returned.
+  virtual Result<uint64_t> roll_log() = 0;
+  // Deletes the records of every segment up to and including `through`.
+  virtual Status drop_log(uint64_t through) = 0;
+  // Calls fn for every record, oldest first, until it returns false.
+  virtual Status read_log(const std::function<bool(std::string_view record)>& fn) = 0;
 };
 
-// In-memory store for tests. Crash-free: sync() is a no-op.
+// In-memory store for tests. Crash-free: sync() is a no-op, and so is the log's durability.
 std::unique_ptr<KvStore> NewMemKvStore();
 
 enum class OpenMode { kCreate, kReadWrite, kReadOnly };

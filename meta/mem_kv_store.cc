@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "meta/kv_store.h"
+#include "meta/write_log.h"
 
 namespace stripefs::meta {
 namespace {
@@ -43,8 +44,13 @@ class MemKvStore final : public KvStore {
     return Status::OK();
   }
   Status sync() override { return Status::OK(); }
+  Status append_log(std::span<const std::string_view> pieces) override { return log_.append(pieces); }
+  Result<uint64_t> roll_log() override { return log_.roll(); }
+  Status drop_log(uint64_t through) override { return log_.drop(through); }
+  Status read_log(const std::function<bool(std::string_view)>& fn) override { return log_.read(fn); }
 
  private:
+  MemWriteLog log_;
   std::mutex mu_;
   std::map<std::string, std::string, std::less<>> map_;
 };

@@ -267,9 +267,18 @@ void Namespace::commit_with_inodes(std::span<InodeUpdate> updates) {
   for (InodeRecord& r : changed) cache_[r.ino] = std::move(r);
 }
 
+Result<InodeRecord> Namespace::change_uncommitted(uint64_t ino, const InodeChange& change) {
+  std::lock_guard lock(mu_);
+  SFS_ASSIGN_OR_RETURN(InodeRecord r, load(ino));
+  Apply(change, &r);
+  cache_[ino] = r;
+  return r;
+}
+
 Status Namespace::reclaim(uint64_t ino, Transaction* txn) {
   ChangeLock lock(this);
   txn->del(InodeKey(ino));
+  txn->del(LogFloorKey(ino));
   txn->del(OrphanKey(ino));
   txn->del(VolatileKey(ino));
   delete_xattrs(txn, ino);

@@ -138,6 +138,9 @@ class Namespace {
     Result<InodeRecord> result = Status::NotFound("not committed");
   };
   void commit_with_inodes(std::span<InodeUpdate> updates);
+  // Applies change to the inode in memory only (a logged write: the write
+  // log holds it until it is settled); the next commit of the inode stores it.
+  Result<InodeRecord> change_uncommitted(uint64_t ino, const InodeChange& change);
   // Deletes an orphan's inode, xattrs and orphan mark, together with whatever
   // txn already holds (its chunk records), as one batch.
   Status reclaim(uint64_t ino, Transaction* txn);

@@ -6,14 +6,15 @@
 #include <rocksdb/write_batch.h>
 
 #include "meta/kv_store.h"
+#include "meta/write_log.h"
 
 namespace stripefs::meta {
 namespace {
 
 class RocksKvStore final : public KvStore {
  public:
-  explicit RocksKvStore(std::unique_ptr<rocksdb::DB> db, bool read_only)
-      : db_(std::move(db)), read_only_(read_only) {}
+  RocksKvStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<FileWriteLog> log, bool read_only)
+      : db_(std::move(db)), log_(std::move(log)), read_only_(read_only) {}
   ~RocksKvStore() override {
     if (!read_only_) {
       db_->FlushWAL(true).PermitUncheckedError();
@@ -65,13 +66,20 @@ class RocksKvStore final : public KvStore {
     }
     rocksdb::WriteOptions wo;
     wo.sync = sync;
+    if (sync) SFS_RETURN_IF_ERROR(log_->sync());
     return convert(db_->Write(wo, &batch));
   }
 
   Status sync() override {
     if (read_only_) return Status::OK();
+    SFS_RETURN_IF_ERROR(log_->sync());
     return convert(db_->SyncWAL());
   }
+
+  Status append_log(std::span<const std::string_view> pieces) override { return log_->append(pieces); }
+  Result<uint64_t> roll_log() override { return log_->roll(); }
+  Status drop_log(uint64_t through) override { return log_->drop(through); }
+  Status read_log(const std::function<bool(std::string_view)>& fn) override { return log_->read(fn); }
 
  private:
   static Status convert(const rocksdb::Status& s) {
@@ -82,6 +90,7 @@ class RocksKvStore final : public KvStore {
   }
 
   std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<FileWriteLog> log_;
   bool read_only_;
 };
 
@@ -127,8 +136,12 @@ Result<std::unique_ptr<KvStore>> OpenRocksKvStore(const std::string& dir, OpenMo
     if (s.IsCorruption()) return Status::Corruption("metadata directory " + dir + " is damaged: " + why);
     return Status::IOError("cannot open metadata directory " + dir + ": " + why);
   }
-  return std::unique_ptr<KvStore>(new RocksKvStore(std::unique_ptr<rocksdb::DB>(raw),
-                                                   mode == OpenMode::kReadOnly));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  // The write log's segments live in a directory of their own: RocksDB
+  // leaves it alone, and the store's LOCK (held above) covers it too.
+  auto log = FileWriteLog::Open(dir + "/write-log", mode == OpenMode::kReadOnly);
+  if (!log.ok()) return log.status();
+  return std::unique_ptr<KvStore>(new RocksKvStore(std::move(db), std::move(log).value(), mode == OpenMode::kReadOnly));
 }
 
 }  // namespace stripefs::meta

@@ -63,6 +63,11 @@ class Reader {
     return true;
   }
   bool done() const { return in_.empty(); }
+  std::string_view rest() {
+    std::string_view r = in_;
+    in_ = {};
+    return r;
+  }
 
  private:
   std::string_view in_;
@@ -85,6 +90,7 @@ bool ChunkRecord::block_matches(uint32_t block, uint32_t crc) const {
 
 std::string ConfigKey() { return "Pconfig"; }
 std::string NextInoKey() { return "Pnext_ino"; }
+std::string LogSeqKey() { return "Plog_seq"; }
 std::string InodeKey(uint64_t ino) { return KeyWithIno('I', ino); }
 std::string InodePrefixAll() { return "I"; }
 std::string DirEntryKey(uint64_t parent, std::string_view name) {
@@ -125,6 +131,7 @@ std::string OrphanPrefixAll() { return "O"; }
 std::string VolatileKey(uint64_t ino) { return KeyWithIno('V', ino); }
 std::string VolatilePrefixAll() { return "V"; }
 std::string DeferredKey(uint64_t seq) { return KeyWithIno('W', seq); }
+std::string LogFloorKey(uint64_t ino) { return KeyWithIno('L', ino); }
 std::string DeferredPrefixAll() { return "W"; }
 uint64_t SeqFromDeferredKey(std::string_view key) { return DecodeU64BE(key.substr(1, 8)); }
 
@@ -189,6 +196,46 @@ Result<DeferredWrite> DecodeDeferred(std::string_view bytes) {
     return Bad("deferred write");
   }
   return d;
+}
+
+std::string EncodeLoggedWriteHeader(const LoggedWrite& x) {
+  Writer w(kRecordVersion);
+  w.fixed(x.seq);
+  w.fixed(x.ino);
+  w.fixed(x.mtime_ns);
+  w.fixed(static_cast<uint32_t>(x.parts.size()));
+  for (const LoggedWrite::Part& p : x.parts) {
+    w.fixed(p.index);
+    w.fixed(p.first_block);
+    w.fixed(p.count());
+  }
+  return w.take();
+}
+
+Result<LoggedWrite> DecodeLoggedWrite(std::string_view record) {
+  Reader r(record);
+  LoggedWrite x;
+  uint32_t parts = 0;
+  if (!r.version(kRecordVersion) || !r.fixed(&x.seq) || !r.fixed(&x.ino) || !r.fixed(&x.mtime_ns) ||
+      !r.fixed(&parts) || parts == 0 || parts > 1024) {
+    return Bad("logged write");
+  }
+  std::vector<uint32_t> counts(parts);
+  x.parts.resize(parts);
+  for (uint32_t i = 0; i < parts; ++i) {
+    if (!r.fixed(&x.parts[i].index) || !r.fixed(&x.parts[i].first_block) || !r.fixed(&counts[i]) || counts[i] == 0) {
+      return Bad("logged write");
+    }
+  }
+  std::string_view blocks = r.rest();
+  for (uint32_t i = 0; i < parts; ++i) {
+    const size_t n = size_t{counts[i]} * kBlockSize;
+    if (blocks.size() < n) return Bad("logged write");
+    x.parts[i].blocks = blocks.substr(0, n);
+    blocks.remove_prefix(n);
+  }
+  if (!blocks.empty()) return Bad("logged write");
+  return x;
 }
 
 std::string EncodeU64(uint64_t v) {

@@ -3,6 +3,7 @@
 // Keys (integers big-endian so RocksDB orders them numerically):
 //   'P' "config"                 -> PoolConfig (JSON)
 //   'P' "next_ino"               -> next inode number to hand out (u64)
+//   'P' "log_seq"                -> the write log's next sequence number, at the last settle (u64)
 //   'I' ino                      -> InodeRecord
 //   'D' parent name              -> DirEntry
 //   'C' ino chunk_index          -> ChunkRecord placement: length, capacity, replicas
@@ -15,7 +16,10 @@
 //   'O' ino                      -> orphan: nlink reached 0; reclaim at next mount
 //   'W' seq                      -> DeferredWrite: blocks of a small in-place overwrite, committed
 //                                   with their checksums and copied to the drives after a WAL sync
-//                                   (replayed at mount; engine/store/deferred_writes.cc)
+//                                   (replayed at mount; pools written before the write log)
+//   'L' ino                      -> the write log's floor for the inode (u64): records of it in
+//                                   the KvStore's write log with a seq at or below it are in
+//                                   the keys above already (engine/store/deferred_writes.cc)
 // Every record value starts with a format-version byte.
 #pragma once
 
@@ -148,6 +152,8 @@ struct ChunkRecord {
 
 std::string ConfigKey();
 std::string NextInoKey();
+// The next write log sequence number, stored when records are settled (u64).
+std::string LogSeqKey();
 std::string InodeKey(uint64_t ino);
 std::string DirEntryKey(uint64_t parent, std::string_view name);
 std::string DirPrefix(uint64_t parent);
@@ -212,6 +218,27 @@ struct DeferredWrite {
 std::string EncodeDeferred(const DeferredWrite& d);
 Result<DeferredWrite> DecodeDeferred(std::string_view bytes);
 uint64_t SeqFromDeferredKey(std::string_view key);
+
+// A small overwrite in the KvStore's write log: the blocks of each chunk it
+// covers and the mtime it gave the inode. The chunks' checksums are those of
+// the blocks.
+struct LoggedWrite {
+  struct Part {
+    uint64_t index = 0;  // chunk index
+    uint32_t first_block = 0;
+    std::string_view blocks;  // into the record decoded
+    uint32_t count() const { return static_cast<uint32_t>(blocks.size() / kBlockSize); }
+  };
+  uint64_t seq = 0;
+  uint64_t ino = 0;
+  int64_t mtime_ns = 0;
+  std::vector<Part> parts;
+};
+// The record is this header followed by the parts' blocks in order (appended
+// as pieces, not copied).
+std::string EncodeLoggedWriteHeader(const LoggedWrite& w);
+Result<LoggedWrite> DecodeLoggedWrite(std::string_view record);
+std::string LogFloorKey(uint64_t ino);
 
 // Builds the checksum halves of one inode's chunk records from the records
 // under their ChecksumKey (a whole-chunk record or pages), fed in any order.

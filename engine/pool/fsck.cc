@@ -9,7 +9,7 @@
 #include <set>
 
 #include "engine/store/chunk_space.h"
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 #include "engine/pool/pool.h"
 #include "meta/chunk_table.h"
 

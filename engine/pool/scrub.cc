@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "engine/store/chunk_space.h"
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 #include "engine/pool/pool.h"
 
 namespace stripefs {

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 
 namespace stripefs {
 namespace {

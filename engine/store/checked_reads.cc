@@ -15,7 +15,7 @@
 
 #include "engine/store/aligned_buffer.h"
 #include "engine/store/chunk_space.h"
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 
 namespace stripefs {
 

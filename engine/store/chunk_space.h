@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 #include "meta/schema.h"
 
 namespace stripefs::store_space {

@@ -20,7 +20,7 @@
 #include <cstring>
 
 #include "engine/store/chunk_space.h"
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 #include "engine/store/object_store.h"
 #include "engine/store/staged_write.h"
 #include "meta/chunk_table.h"
@@ -28,6 +28,7 @@
 namespace stripefs {
 
 using meta::ChunkRecord;
+using meta::InodeRecord;
 using meta::Replica;
 using meta::Transaction;
 using namespace store_space;
@@ -42,35 +43,43 @@ std::shared_ptr<const AlignedBuffer> CopyAligned(const char* bytes, size_t n) {
 }
 }  // namespace
 
-void ObjectStore::add_deferred_records(StagedWrite& w, Transaction* txn) {
-  {
-    std::lock_guard lock(deferred_mu_);
-    w.seq = next_seq_;
-    next_seq_ += w.plans.size();
+Result<InodeRecord> ObjectStore::log_deferred(StagedWrite& w, int64_t now) {
+  // The inode first: failing there, nothing is logged. (Its mtime in memory
+  // is all that a failed append below leaves.)
+  meta::InodeChange change;
+  change.mtime_ns = now;
+  SFS_ASSIGN_OR_RETURN(InodeRecord inode, ns_->change_uncommitted(w.obj->ino, change));
+  std::lock_guard lock(deferred_mu_);
+  // The append and the records' place in deferred_ under one lock: an
+  // apply_deferred() rolls the log under it too, so every record of a
+  // segment it drops is one it settled. One record for the whole write, so
+  // a crash replays all of it or none.
+  meta::LoggedWrite rec;
+  rec.seq = next_seq_;
+  rec.ino = w.obj->ino;
+  rec.mtime_ns = now;
+  for (const StagedWrite::Plan& p : w.plans) {
+    rec.parts.push_back({p.piece.index, p.first_block, std::string_view(p.bytes, p.length())});
   }
-  for (size_t i = 0; i < w.plans.size(); ++i) {
-    StagedWrite::Plan& p = w.plans[i];
-    meta::DeferredWrite d;
-    d.ino = w.obj->ino;
-    d.index = p.piece.index;
-    d.first_block = p.first_block;
-    d.blocks.assign(p.bytes, p.length());
-    txn->put(meta::DeferredKey(w.seq + i), meta::EncodeDeferred(d));
+  const std::string header = meta::EncodeLoggedWriteHeader(rec);
+  std::vector<std::string_view> pieces{header};
+  for (const auto& part : rec.parts) pieces.push_back(part.blocks);
+  SFS_RETURN_IF_ERROR(kv_->append_log(pieces));
+  w.seq = next_seq_++;
+  for (StagedWrite::Plan& p : w.plans) {
     p.deferred = CopyAligned(p.bytes, p.length());
+    deferred_.push_back({w.obj->shared_from_this(), w.seq, p.piece.index, p.first_block, p.last_block - p.first_block});
+    deferred_bytes_ += p.length();
   }
+  return inode;
 }
 
 void ObjectStore::keep_deferred(StagedWrite& w) {
   Object& obj = *w.obj;
-  std::lock_guard lock(deferred_mu_);
-  for (size_t i = 0; i < w.plans.size(); ++i) {
-    const StagedWrite::Plan& p = w.plans[i];
+  for (const StagedWrite::Plan& p : w.plans) {
     for (uint32_t b = p.first_block; b < p.last_block; ++b) {
-      obj.deferred[{p.piece.index, b}] = {w.seq + i, p.deferred, size_t{b - p.first_block} * kBlock};
+      obj.deferred[{p.piece.index, b}] = {w.seq, p.deferred, size_t{b - p.first_block} * kBlock};
     }
-    deferred_.push_back({obj.shared_from_this(), w.seq + i, p.piece.index, p.first_block,
-                         p.last_block - p.first_block});
-    deferred_bytes_ += p.length();
   }
 }
 
@@ -105,17 +114,75 @@ void ObjectStore::maybe_apply_deferred() {
   }
 }
 
+Status ObjectStore::settle(std::span<Object* const> objs) {
+  std::vector<Object*> logged;
+  for (Object* o : objs) {
+    if (!o->deferred.empty()) logged.push_back(o);
+  }
+  if (logged.empty()) return Status::OK();
+  // 1. The log's records durable before a block of theirs overwrites a drive's bytes.
+  SFS_RETURN_IF_ERROR(ledger_.sync_and_release());
+  // 2. The blocks to every replica, then flushed: the commit below makes
+  // their records moot, so they must be on the drives before it can be durable.
+  std::vector<IoRequest> reqs;
+  for (Object* o : logged) {
+    for (const auto& [at, block] : o->deferred) {
+      auto chunk = o->chunks.find(at.first);
+      if (chunk == o->chunks.end() || at.second >= chunk->second.blocks()) continue;  // cannot happen: cutting drops them
+      for (const Replica& rep : chunk->second.replicas) {
+        if (!drives_[rep.segment].available) continue;
+        add_requests(IoRequest::Op::kWrite, rep, uint64_t{at.second} * kBlock, kBlock, const_cast<char*>(block.data()),
+                     &reqs);
+      }
+    }
+  }
+  SFS_RETURN_IF_ERROR(write_to_drives(reqs));
+  SFS_RETURN_IF_ERROR(ledger_.sync_and_release());
+  // 3. Their checksums, the inodes (the mtimes the writes gave them) and the
+  // floors: the log's records of these inodes so far are now in the records.
+  uint64_t next_seq;
+  {
+    std::lock_guard lock(deferred_mu_);
+    next_seq = next_seq_;
+  }
+  std::vector<meta::Namespace::InodeUpdate> updates(logged.size());
+  for (size_t i = 0; i < logged.size(); ++i) {
+    Object& o = *logged[i];
+    Transaction& txn = updates[i].write.records;
+    updates[i].write.ino = o.ino;
+    for (auto it = o.deferred.begin(); it != o.deferred.end();) {
+      const uint64_t index = it->first.first;
+      std::vector<uint32_t> blocks;
+      for (; it != o.deferred.end() && it->first.first == index; ++it) blocks.push_back(it->first.second);
+      auto chunk = o.chunks.find(index);
+      if (chunk == o.chunks.end()) continue;
+      meta::PutChecksumPagesOf(&txn, o.ino, index, chunk->second, blocks);
+      chunk->second.whole_checksum_record = false;
+    }
+    txn.put(meta::LogFloorKey(o.ino), meta::EncodeU64(next_seq - 1));
+  }
+  updates[0].write.records.put(meta::LogSeqKey(), meta::EncodeU64(next_seq));
+  ns_->commit_with_inodes(updates);
+  for (const auto& u : updates) SFS_RETURN_IF_ERROR(u.result.status());
+  for (Object* o : logged) o->deferred.clear();
+  return Status::OK();
+}
+
 Status ObjectStore::apply_deferred() {
   std::lock_guard one(apply_mu_);
   std::vector<DeferredRecord> records;
+  uint64_t through = 0;
   {
     std::lock_guard lock(deferred_mu_);
+    // The roll under the lock the appends take: the closed segments hold
+    // exactly the records taken here (and older ones, settled already).
+    auto rolled = kv_->roll_log();
+    if (!rolled.ok()) return rolled.status();
+    through = rolled.value();
     records.swap(deferred_);
     deferred_bytes_ = 0;
   }
-  if (records.empty()) return Status::OK();
-  // On failure every record is kept for the next try: a block already
-  // copied is skipped then (it left the object's memory), its record deleted.
+  // On failure every record is kept for the next try (its segment too).
   auto keep = [&](Status s) {
     std::lock_guard lock(deferred_mu_);
     for (const DeferredRecord& r : records) deferred_bytes_ += size_t{r.count} * kBlock;
@@ -124,54 +191,34 @@ Status ObjectStore::apply_deferred() {
     deferred_ = std::move(records);
     return s;
   };
-  // 1. Every record durable before a block of it overwrites a drive's bytes.
-  if (Status s = ledger_.sync_and_release(); !s.ok()) return keep(s);
-  // 2. The blocks no later write replaced, object by object under its lock.
-  std::stable_sort(records.begin(), records.end(),
-                   [](const DeferredRecord& a, const DeferredRecord& b) { return a.obj.get() < b.obj.get(); });
-  std::vector<IoRequest> reqs;
-  for (size_t i = 0; i < records.size();) {
-    Object& obj = *records[i].obj;
-    std::unique_lock lock(obj.mu);
-    reqs.clear();
-    std::vector<std::map<std::pair<uint64_t, uint32_t>, Object::DeferredBlock>::iterator> copied;
-    for (; i < records.size() && records[i].obj.get() == &obj; ++i) {
-      const DeferredRecord& r = records[i];
-      auto chunk = obj.chunks.find(r.index);
-      for (uint32_t b = r.first; b < r.first + r.count; ++b) {
-        auto it = obj.deferred.find({r.index, b});
-        if (it == obj.deferred.end() || it->second.seq != r.seq) continue;  // rewritten or cut off since
-        if (chunk == obj.chunks.end() || b >= chunk->second.blocks()) {  // cannot happen: cutting drops them
-          obj.deferred.erase(it);
-          continue;
-        }
-        for (const Replica& rep : chunk->second.replicas) {
-          if (!drives_[rep.segment].available) continue;
-          add_requests(IoRequest::Op::kWrite, rep, uint64_t{b} * kBlock, kBlock, const_cast<char*>(it->second.data()),
-                       &reqs);
-        }
-        copied.push_back(it);
-      }
-    }
-    if (Status s = write_to_drives(reqs); !s.ok()) return keep(s);
-    for (auto it : copied) obj.deferred.erase(it);
+  // Every object of the records, locked in inode order (as replace_many does).
+  std::vector<Object*> objs;
+  for (const DeferredRecord& r : records) objs.push_back(r.obj.get());
+  std::sort(objs.begin(), objs.end(), [](const Object* a, const Object* b) { return a->ino < b->ino; });
+  objs.erase(std::unique(objs.begin(), objs.end()), objs.end());
+  {
+    std::vector<std::unique_lock<std::shared_mutex>> locks;
+    for (Object* o : objs) locks.emplace_back(o->mu);
+    if (Status s = settle(objs); !s.ok()) return keep(s);
   }
-  // 3. The blocks durable on the drives, then their records go. (Lost, they
-  // would be replayed at mount: the same bytes again.)
+  // The floors durable, then the records they cover can go.
   if (Status s = ledger_.sync_and_release(); !s.ok()) return keep(s);
-  Transaction done;
   std::vector<uint64_t> inos;
-  for (const DeferredRecord& r : records) {
-    done.del(meta::DeferredKey(r.seq));
-    inos.push_back(r.obj->ino);
-  }
+  for (const Object* o : objs) inos.push_back(o->ino);
   records.clear();
   // The records held the objects: those nobody else holds leave the cache now.
   for (uint64_t ino : inos) forget_if_unused(ino);
-  return kv_->commit(done, false);
+  return kv_->drop_log(through);
 }
 
 Status ObjectStore::replay_deferred() {
+  SFS_RETURN_IF_ERROR(replay_deferred_records());
+  return replay_log();
+}
+
+// The 'W' records of pools written before the write log: each block written
+// only where its chunk's committed checksum is the record's.
+Status ObjectStore::replay_deferred_records() {
   std::vector<std::string> keys;
   uint64_t last_seq = 0;
   std::map<uint64_t, std::map<uint64_t, ChunkRecord>> chunks_of;  // by inode, loaded as met
@@ -226,6 +273,121 @@ Status ObjectStore::replay_deferred() {
   for (const std::string& k : keys) done.del(k);
   SFS_RETURN_IF_ERROR(kv_->commit(done, true));
   spdlog::info("replayed {} deferred write(s): {} block(s) copied to the drives", keys.size(), blocks);
+  return Status::OK();
+}
+
+// The write log's records newer than their inode's floor, in log order: each
+// block written to its chunk's replicas and its checksum set, then (drives
+// flushed) the checksums, mtimes and floors committed, synced, and the log
+// dropped. A record of a chunk gone since has nothing to go to; replaying
+// twice writes the same bytes.
+Status ObjectStore::replay_log() {
+  struct Logged {
+    uint64_t floor = 0;
+    std::map<uint64_t, ChunkRecord> stored, chunks;  // as committed; with the records applied
+    std::vector<std::pair<uint64_t, uint32_t>> blocks;  // (chunk, block) replayed
+    uint64_t last_seq = 0;
+    int64_t mtime_ns = 0;
+  };
+  std::map<uint64_t, Logged> inodes;
+  std::vector<std::shared_ptr<const AlignedBuffer>> held;  // the requests' bytes
+  std::vector<IoRequest> reqs;
+  uint64_t records = 0, blocks = 0, max_seq = 0;
+  Status failed;
+  SFS_RETURN_IF_ERROR(kv_->read_log([&](std::string_view record) {
+    auto x = meta::DecodeLoggedWrite(record);
+    if (!x.ok()) {  // it passed the frame's checksum: damage, not a torn append
+      failed = x.status();
+      return false;
+    }
+    ++records;
+    max_seq = std::max(max_seq, x->seq);
+    auto [it, fresh] = inodes.try_emplace(x->ino);
+    Logged& l = it->second;
+    if (fresh) {
+      std::string floor;
+      if (Status s = kv_->get(meta::LogFloorKey(x->ino), &floor); s.ok()) {
+        auto v = meta::DecodeU64Value(floor);
+        if (!v.ok()) {
+          failed = v.status();
+          return false;
+        }
+        l.floor = v.value();
+      } else if (s.code() != Code::kNotFound) {
+        failed = s;
+        return false;
+      }
+      auto loaded = load_chunks(x->ino);  // an inode gone since has no chunks
+      if (!loaded.ok()) {
+        failed = loaded.status();
+        return false;
+      }
+      l.stored = l.chunks = std::move(loaded).value();
+    }
+    if (x->seq <= l.floor) return true;  // settled before the crash
+    for (const meta::LoggedWrite::Part& part : x->parts) {
+      auto chunk = l.chunks.find(part.index);
+      if (chunk == l.chunks.end()) continue;
+      ChunkRecord& rec = chunk->second;
+      const auto& bytes = held.emplace_back(CopyAligned(part.blocks.data(), part.blocks.size()));
+      std::vector<uint32_t> crcs(part.count());
+      Crc32cBlocks(bytes->data(), kBlock, crcs.size(), crcs.data());
+      for (uint32_t i = 0; i < crcs.size(); ++i) {
+        const uint32_t b = part.first_block + i;
+        if (b >= rec.blocks()) continue;  // cannot happen: a cut settles first
+        rec.crcs[b] = crcs[i];
+        std::erase_if(rec.pending, [&](const auto& e) { return e.first == b; });
+        for (const Replica& rep : rec.replicas) {
+          if (!drives_[rep.segment].available) continue;
+          add_requests(IoRequest::Op::kWrite, rep, uint64_t{b} * kBlock, kBlock, bytes->data() + size_t{i} * kBlock,
+                       &reqs);
+        }
+        l.blocks.emplace_back(part.index, b);
+        ++blocks;
+      }
+    }
+    l.last_seq = x->seq;
+    l.mtime_ns = std::max(l.mtime_ns, x->mtime_ns);
+    return true;
+  }));
+  SFS_RETURN_IF_ERROR(failed);
+  uint64_t next_seq = max_seq + 1;
+  {
+    std::string stored;
+    if (Status s = kv_->get(meta::LogSeqKey(), &stored); s.ok()) {
+      SFS_ASSIGN_OR_RETURN(uint64_t v, meta::DecodeU64Value(stored));
+      next_seq = std::max(next_seq, v);
+    } else if (s.code() != Code::kNotFound) {
+      return s;
+    }
+    std::lock_guard lock(deferred_mu_);
+    next_seq_ = std::max(next_seq_, next_seq);
+  }
+  if (records == 0) return Status::OK();
+  SFS_RETURN_IF_ERROR(write_to_drives(reqs));
+  SFS_RETURN_IF_ERROR(ledger_.sync_and_release());  // the blocks flushed before the records that cover them
+  for (auto& [ino, l] : inodes) {
+    if (l.blocks.empty()) continue;
+    std::sort(l.blocks.begin(), l.blocks.end());
+    Transaction txn;
+    for (size_t i = 0; i < l.blocks.size();) {
+      const uint64_t index = l.blocks[i].first;
+      std::vector<uint32_t> in_chunk;
+      for (; i < l.blocks.size() && l.blocks[i].first == index; ++i) in_chunk.push_back(l.blocks[i].second);
+      meta::PutChecksumPagesOf(&txn, ino, index, l.chunks.at(index), in_chunk);
+    }
+    txn.put(meta::LogFloorKey(ino), meta::EncodeU64(l.last_seq));
+    meta::InodeChange change;
+    auto inode = ns_->get(ino);
+    if (inode.ok() && l.mtime_ns > inode->mtime_ns) change.mtime_ns = l.mtime_ns;
+    SFS_RETURN_IF_ERROR(ns_->commit_with_inode({ino, std::move(txn), change}, false).status());
+  }
+  Transaction seq;
+  seq.put(meta::LogSeqKey(), meta::EncodeU64(next_seq));
+  SFS_RETURN_IF_ERROR(kv_->commit(seq, true));
+  SFS_ASSIGN_OR_RETURN(uint64_t through, kv_->roll_log());
+  SFS_RETURN_IF_ERROR(kv_->drop_log(through));
+  spdlog::info("replayed {} logged write(s): {} block(s) copied to the drives", records, blocks);
   return Status::OK();
 }
 

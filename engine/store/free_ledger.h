@@ -42,6 +42,8 @@ class FreeLedger {
   // while one runs wait, and the next runs once for all of them (a sync
   // that started after a call covers everything done before it).
   Status sync_and_release();
+  // sync_and_release() calls so far.
+  uint64_t syncs() const { return sync_calls_.load(); }
 
   // Bytes held, not yet reusable.
   uint64_t pending_bytes() const;

@@ -10,7 +10,7 @@
 
 #include "engine/store/aligned_buffer.h"
 #include "engine/store/chunk_space.h"
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 #include "engine/store/striper.h"
 #include "meta/chunk_table.h"
 
@@ -25,6 +25,7 @@ using namespace store_space;
 Result<InodeRecord> ObjectStore::truncate(Object& obj, uint64_t size, int64_t mtime_ns) {
   std::unique_lock lock(obj.mu);
   SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+  SFS_RETURN_IF_ERROR(settle(obj));  // a chunk cut or dropped must not take a logged write later
   Transaction txn;
   std::vector<Freed> freed;
   std::map<uint64_t, ChunkRecord> cut;
@@ -135,6 +136,7 @@ Status ObjectStore::punch_hole(Object& obj, uint64_t offset, uint64_t len) {
   {
     std::unique_lock lock(obj.mu);
     SFS_RETURN_IF_ERROR(ensure_loaded(obj));
+    SFS_RETURN_IF_ERROR(settle(obj));  // a chunk dropped must not take a logged write later
     Transaction txn;
     std::vector<Freed> freed;
     std::vector<uint64_t> dropped;

@@ -6,9 +6,10 @@
 //     chunk records at mount, so space of a write that never committed is free again.
 //  2. A write never overwrites committed data in place before its commit is
 //     durable, so a power cut leaves every block old or new, never unreadable:
-//     - a small overwrite (up to kDeferredMax) is deferred: its blocks go into
-//       the metadata commit with their checksums, are read from memory until
-//       a WAL sync has made them durable, and are then copied to the drives
+//     - a small overwrite (up to kDeferredMax, inside the chunks' data) is
+//       deferred: its blocks go into the metadata's write log, one record and
+//       no commit, are read from memory, and are settled later: the log
+//       synced, the blocks copied to the drives, their checksums committed
 //       (deferred_writes.cc; replayed at mount);
 //     - a larger one goes out of place: the blocks it overwrites get new
 //       extents, and the commit switches the chunk's extents to them.
@@ -63,7 +64,7 @@ class ObjectStore {
     // must see instead of the drive's bytes. The blocks of one record share
     // one buffer, aligned for O_DIRECT.
     struct DeferredBlock {
-      uint64_t seq = 0;  // of the record holding it (meta::DeferredKey)
+      uint64_t seq = 0;  // of the log record holding it (meta::LoggedWrite)
       std::shared_ptr<const AlignedBuffer> bytes;
       size_t at = 0;  // where the block starts in bytes
       const char* data() const { return bytes->data() + at; }
@@ -147,20 +148,24 @@ class ObjectStore {
   // Deletes an orphan: its chunks, inode and xattrs, in one batch. Safe to call
   // more than once, also concurrently: an inode already gone is left alone.
   Status reclaim(uint64_t ino);
-  // Makes everything written so far durable: drives flushed, WAL synced.
-  // (Deferred writes are durable in the WAL; they stay in memory.)
+  // Makes everything written so far durable: drives flushed, WAL and write log synced.
+  // (Deferred writes are durable in the write log; they stay in memory.)
   Status sync();
-  // Copies every deferred write to the drives (none waiting: does nothing): a WAL sync first (so no
-  // block is overwritten before its record is durable), then the blocks,
-  // a drive flush, and the records deleted. Writes call it when more than
+  // Settles every deferred write (none waiting: does nothing) and drops the
+  // write log's records of them. Writes call it when more than
   // kDeferredApplyAt bytes wait; an unmount calls it too.
   Status apply_deferred();
-  // At mount: copies the deferred writes a crash left to the drives, each
-  // block only if it is still what its chunk's checksum says, and deletes
-  // the records. Before the store is used.
+  // At mount: copies the deferred writes a crash left to the drives and
+  // commits their checksums: the write log's records newer than their
+  // inode's floor, and the 'W' records of pools written before the log
+  // (each block only if it is still what its chunk's checksum says). Before
+  // the store is used.
   Status replay_deferred();
   // Deferred bytes waiting in memory.
   uint64_t deferred_bytes() const;
+  // Syncs so far, asked for or made by the store itself (a write that finds
+  // the pool full, or one that settles deferred writes first).
+  uint64_t syncs() const { return ledger_.syncs(); }
   // Starts placing new chunks on a drive added to the pool while the store is
   // in use (its id had no slot yet; the I/O backend serves it already).
   // Readers and writers go on meanwhile. kInvalidArgument for an id that is
@@ -205,7 +210,7 @@ class ObjectStore {
     uint64_t offset;
     size_t len;
     bool replace;  // the object's old chunks are ignored while planning and dropped in the commit
-    bool deferred = false;  // a small overwrite: its blocks go into the commit, not to the drives
+    bool deferred = false;  // a small overwrite: its blocks go into the write log, not to the drives
     uint64_t seq = 0;       // deferred: the first record's sequence number (one per plan)
     std::vector<Plan> plans;
     std::map<uint64_t, meta::ChunkRecord> intents;  // chunk index -> record with pending checksums
@@ -226,10 +231,25 @@ class ObjectStore {
   // when the drives have no room for them (nothing then changed).
   bool move_out_of_place(StagedWrite::Plan& p);
   void queue_writes(const StagedWrite& w, std::vector<IoRequest>* reqs) const;
-  // The records of a deferred write, into its commit, and its blocks into
-  // the object once committed.
-  void add_deferred_records(StagedWrite& w, meta::Transaction* txn);
+  // A deferred write's records into the write log, its mtime into the
+  // inode in memory, and its blocks into the object: the write, done.
+  Result<meta::InodeRecord> log_deferred(StagedWrite& w, int64_t now);
   void keep_deferred(StagedWrite& w);
+  // Settles the deferred blocks of objs (their locks held exclusively): the
+  // write log synced, the blocks written to the drives and flushed, then
+  // their chunks' checksums, the inodes and the inodes' log floors committed
+  // in one batch. Every change of an object's chunk records settles it
+  // first: a commit of checksums whose blocks are only in the log, or of a
+  // chunk the log would replay into later, could leave blocks reading EIO
+  // or older bytes after a crash.
+  Status settle(std::span<Object* const> objs);
+  Status settle(Object& obj) {
+    Object* one[] = {&obj};
+    return settle(one);
+  }
+  // replay_deferred()'s two parts.
+  Status replay_deferred_records();
+  Status replay_log();
   // Copies the deferred blocks of chunk `index` among [first, first+count)
   // into buf (the blocks as read from a drive). REQUIRES: obj.mu held.
   void overlay_deferred(const Object& obj, uint64_t index, uint32_t first, uint32_t count, char* buf) const;
@@ -316,7 +336,7 @@ class ObjectStore {
   mutable std::mutex deferred_mu_;
   std::vector<DeferredRecord> deferred_;  // GUARDED_BY(deferred_mu_)
   uint64_t deferred_bytes_ = 0;           // GUARDED_BY(deferred_mu_)
-  uint64_t next_seq_;                     // GUARDED_BY(deferred_mu_)
+  uint64_t next_seq_;                     // GUARDED_BY(deferred_mu_): of the next log record (or 'W' record)
   std::mutex apply_mu_;                   // one apply_deferred() at a time
   std::atomic<uint64_t> repaired_blocks_{0};
   std::unique_ptr<ChunkCache> cache_;  // null: the RAM tier is off

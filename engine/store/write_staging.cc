@@ -15,7 +15,7 @@
 
 #include "engine/store/chunk_space.h"
 #include "engine/store/staged_write.h"
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 #include "engine/store/striper.h"
 #include "meta/chunk_table.h"
 
@@ -52,7 +52,16 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
                                                   bool replace) {
   StagedWrite w(obj, offset, len, replace);
   SFS_RETURN_IF_ERROR(stage(w, data));
-  if (!w.deferred) {
+  if (w.deferred) {  // one record in the write log, no commit
+    auto logged = log_deferred(w, meta::NowNs());
+    if (!logged.ok()) {
+      abandon(w);
+      return logged.status();
+    }
+    finish(w);
+    return logged;
+  }
+  {
     std::vector<IoRequest> reqs;
     queue_writes(w, &reqs);
     if (Status s = write_to_drives(reqs); !s.ok()) {
@@ -63,7 +72,6 @@ Result<InodeRecord> ObjectStore::write_or_replace(Object& obj, uint64_t offset, 
   meta::Namespace::InodeWrite record;
   record.ino = obj.ino;
   add_records(w, &record, meta::NowNs());
-  if (w.deferred) add_deferred_records(w, &record.records);
   auto committed = ns_->commit_with_inode(std::move(record), false);
   if (!committed.ok()) {
     abandon(w);
@@ -306,10 +314,15 @@ Status ObjectStore::stage(StagedWrite& w, const char* data) {
   auto overwrites = [](const StagedWrite::Plan& p) {
     return p.existed && !p.relocated && p.piece.offset < p.before.length;
   };
+  // Deferred: data overwritten, nothing past a chunk's length (a logged
+  // write changes no length).
+  auto inside = [](const StagedWrite::Plan& p) {
+    return p.existed && !p.relocated && p.piece.offset + p.piece.length <= p.before.length;
+  };
   const bool lasting = !w.replace && !obj.strategy->ram_only();
-  w.deferred = s.ok() && lasting && w.len <= kDeferredMax &&
-               std::none_of(w.plans.begin(), w.plans.end(), [](const auto& p) { return p.relocated; }) &&
-               std::any_of(w.plans.begin(), w.plans.end(), overwrites);
+  w.deferred = s.ok() && lasting && w.len <= kDeferredMax && std::all_of(w.plans.begin(), w.plans.end(), inside);
+  // Any other write changes chunk records: the deferred writes before it settle first.
+  if (s.ok() && !w.deferred) s = settle(obj);
   Transaction intent;
   for (size_t i = 0; s.ok() && i < w.plans.size(); ++i) {
     StagedWrite::Plan& p = w.plans[i];

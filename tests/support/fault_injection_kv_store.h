@@ -1,12 +1,14 @@
 // A KvStore wrapper for tests that simulates power loss: commits not yet made
 // durable (by a sync commit or sync()) are rolled back by drop_unsynced(),
-// as RocksDB reopened after a power cut keeps only its synced WAL.
+// as RocksDB reopened after a power cut keeps only its synced WAL; so are the
+// write log's records appended since the last sync.
 #pragma once
 
 #include <mutex>
 #include <optional>
 
 #include "meta/kv_store.h"
+#include "meta/write_log.h"
 
 namespace stripefs::meta {
 
@@ -30,15 +32,29 @@ class FaultInjectionKvStore final : public KvStore {
       }
     }
     SFS_RETURN_IF_ERROR(inner_->commit(txn, sync));
-    if (sync) undo_.clear();
+    if (sync) {
+      undo_.clear();
+      log_.mark_synced();
+    }
     return Status::OK();
   }
   Status sync() override {
     std::lock_guard lock(mu_);
     SFS_RETURN_IF_ERROR(inner_->sync());
     undo_.clear();
+    log_.mark_synced();
     return Status::OK();
   }
+  Status append_log(std::span<const std::string_view> pieces) override {
+    {
+      std::lock_guard lock(mu_);
+      if (fail_commits_) return Status::IOError("injected write log error");
+    }
+    return log_.append(pieces);
+  }
+  Result<uint64_t> roll_log() override { return log_.roll(); }
+  Status drop_log(uint64_t through) override { return log_.drop(through); }
+  Status read_log(const std::function<bool(std::string_view)>& fn) override { return log_.read(fn); }
   // Every commit from now fails with an I/O error while set.
   void fail_commits(bool on) {
     std::lock_guard lock(mu_);
@@ -56,6 +72,7 @@ class FaultInjectionKvStore final : public KvStore {
       }
     }
     undo_.clear();
+    log_.drop_unsynced();
     return inner_->commit(rollback, true);
   }
 
@@ -65,6 +82,7 @@ class FaultInjectionKvStore final : public KvStore {
     std::optional<std::string> old;
   };
   KvStore* inner_;
+  MemWriteLog log_;
   std::mutex mu_;
   std::vector<Undo> undo_;  // GUARDED_BY(mu_)
   bool fail_commits_ = false;  // GUARDED_BY(mu_)

@@ -3,7 +3,7 @@
 // Seed semantics (engine/crc32c.cc): Crc32c(data, len, seed) starts from ~seed
 // and returns the final complement, so the value returned for a prefix is the
 // seed that continues the computation: Crc32c(ab) == Crc32c(b, Crc32c(a)).
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // CRC-32C with the SSE4.2 instruction where available (8 bytes a step) and a
 // byte-wise table otherwise.
-#include "engine/store/crc32c.h"
+#include "base/crc32c.h"
 
 #include <array>
 #include <cstring>

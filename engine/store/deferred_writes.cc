@@ -49,13 +49,18 @@ Result<InodeRecord> ObjectStore::log_deferred(StagedWrite& w, int64_t now) {
   meta::InodeChange change;
   change.mtime_ns = now;
   SFS_ASSIGN_OR_RETURN(InodeRecord inode, ns_->change_uncommitted(w.obj->ino, change));
-  std::lock_guard lock(deferred_mu_);
-  // The append and the records' place in deferred_ under one lock: an
-  // apply_deferred() rolls the log under it too, so every record of a
-  // segment it drops is one it settled. One record for the whole write, so
-  // a crash replays all of it or none.
+  // The append and the records' place in deferred_ both under roll_mu_
+  // (shared: writers of other objects append side by side): apply_deferred()
+  // rolls the log holding it alone, so every record of a segment it drops is
+  // one it settled. One record for the whole write, so a crash replays all
+  // of it or none. (Records of one object are appended in the order of their
+  // sequence numbers: its lock is held.)
+  std::shared_lock roll(roll_mu_);
   meta::LoggedWrite rec;
-  rec.seq = next_seq_;
+  {
+    std::lock_guard lock(deferred_mu_);
+    rec.seq = next_seq_++;
+  }
   rec.ino = w.obj->ino;
   rec.mtime_ns = now;
   for (const StagedWrite::Plan& p : w.plans) {
@@ -64,12 +69,13 @@ Result<InodeRecord> ObjectStore::log_deferred(StagedWrite& w, int64_t now) {
   const std::string header = meta::EncodeLoggedWriteHeader(rec);
   std::vector<std::string_view> pieces{header};
   for (const auto& part : rec.parts) pieces.push_back(part.blocks);
-  SFS_RETURN_IF_ERROR(kv_->append_log(pieces));
-  w.seq = next_seq_++;
+  SFS_RETURN_IF_ERROR(kv_->append_log(pieces));  // a number left unused on failure is harmless
+  w.seq = rec.seq;
+  for (StagedWrite::Plan& p : w.plans) p.deferred = CopyAligned(p.bytes, p.length());
+  std::lock_guard lock(deferred_mu_);
   for (StagedWrite::Plan& p : w.plans) {
-    p.deferred = CopyAligned(p.bytes, p.length());
     deferred_.push_back({w.obj->shared_from_this(), w.seq, p.piece.index, p.first_block, p.last_block - p.first_block});
-    deferred_bytes_ += p.length();
+    deferred_bytes_.fetch_add(p.length(), std::memory_order_relaxed);
   }
   return inode;
 }
@@ -102,8 +108,7 @@ void ObjectStore::drop_deferred(Object& obj, uint64_t index, uint32_t from, uint
 }
 
 uint64_t ObjectStore::deferred_bytes() const {
-  std::lock_guard lock(deferred_mu_);
-  return deferred_bytes_;
+  return deferred_bytes_.load(std::memory_order_relaxed);
 }
 
 void ObjectStore::maybe_apply_deferred() {
@@ -173,19 +178,20 @@ Status ObjectStore::apply_deferred() {
   std::vector<DeferredRecord> records;
   uint64_t through = 0;
   {
+    std::unique_lock roll(roll_mu_);
     std::lock_guard lock(deferred_mu_);
-    // The roll under the lock the appends take: the closed segments hold
-    // exactly the records taken here (and older ones, settled already).
+    // The roll with no append under way: the closed segments hold exactly
+    // the records taken here (and older ones, settled already).
     auto rolled = kv_->roll_log();
     if (!rolled.ok()) return rolled.status();
     through = rolled.value();
     records.swap(deferred_);
-    deferred_bytes_ = 0;
+    deferred_bytes_.store(0, std::memory_order_relaxed);
   }
   // On failure every record is kept for the next try (its segment too).
   auto keep = [&](Status s) {
     std::lock_guard lock(deferred_mu_);
-    for (const DeferredRecord& r : records) deferred_bytes_ += size_t{r.count} * kBlock;
+    for (const DeferredRecord& r : records) deferred_bytes_.fetch_add(size_t{r.count} * kBlock, std::memory_order_relaxed);
     records.insert(records.end(), std::make_move_iterator(deferred_.begin()),
                    std::make_move_iterator(deferred_.end()));
     deferred_ = std::move(records);

@@ -49,13 +49,13 @@ Result<InodeRecord> ObjectStore::log_deferred(StagedWrite& w, int64_t now) {
   meta::InodeChange change;
   change.mtime_ns = now;
   SFS_ASSIGN_OR_RETURN(InodeRecord inode, ns_->change_uncommitted(w.obj->ino, change));
-  // The append and the records' place in deferred_ both under roll_mu_
-  // (shared: writers of other objects append side by side): apply_deferred()
-  // rolls the log holding it alone, so every record of a segment it drops is
-  // one it settled. One record for the whole write, so a crash replays all
-  // of it or none. (Records of one object are appended in the order of their
-  // sequence numbers: its lock is held.)
-  std::shared_lock roll(roll_mu_);
+  // The append and the records' place in deferred_ both under append_mu_
+  // (appends are one at a time in the log anyway): apply_deferred() rolls
+  // the log under it too, so every record of a segment it drops is one it
+  // settled. deferred_mu_ is held only for moments, so writers checking
+  // deferred_bytes() or settling never wait for an append. One record for
+  // the whole write, so a crash replays all of it or none.
+  std::lock_guard append(append_mu_);
   meta::LoggedWrite rec;
   {
     std::lock_guard lock(deferred_mu_);
@@ -178,7 +178,7 @@ Status ObjectStore::apply_deferred() {
   std::vector<DeferredRecord> records;
   uint64_t through = 0;
   {
-    std::unique_lock roll(roll_mu_);
+    std::lock_guard append(append_mu_);
     std::lock_guard lock(deferred_mu_);
     // The roll with no append under way: the closed segments hold exactly
     // the records taken here (and older ones, settled already).
@@ -385,7 +385,9 @@ Status ObjectStore::replay_log() {
     txn.put(meta::LogFloorKey(ino), meta::EncodeU64(l.last_seq));
     meta::InodeChange change;
     auto inode = ns_->get(ino);
-    if (inode.ok() && l.mtime_ns > inode->mtime_ns) change.mtime_ns = l.mtime_ns;
+    if (!inode.ok() && inode.status().code() == Code::kNotFound) continue;  // cannot happen: its chunks go with it
+    SFS_RETURN_IF_ERROR(inode.status());
+    if (l.mtime_ns > inode->mtime_ns) change.mtime_ns = l.mtime_ns;
     SFS_RETURN_IF_ERROR(ns_->commit_with_inode({ino, std::move(txn), change}, false).status());
   }
   Transaction seq;

@@ -336,7 +336,7 @@ class ObjectStore {
   mutable std::mutex deferred_mu_;
   std::vector<DeferredRecord> deferred_;  // GUARDED_BY(deferred_mu_)
   std::atomic<uint64_t> deferred_bytes_{0};  // of deferred_'s records (read without the lock)
-  std::shared_mutex roll_mu_;             // shared: a log append and its deferred_ records; alone: a roll
+  std::mutex append_mu_;                  // a log append with its deferred_ records, or a roll of the log
   uint64_t next_seq_;                     // GUARDED_BY(deferred_mu_): of the next log record (or 'W' record)
   std::mutex apply_mu_;                   // one apply_deferred() at a time
   std::atomic<uint64_t> repaired_blocks_{0};

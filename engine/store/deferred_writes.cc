@@ -1,16 +1,20 @@
 // ObjectStore's deferred writes (write protocol step 2 in object_store.h).
 //
-// A small overwrite does not touch the drives: its blocks go into its
-// metadata commit as a record (meta::DeferredKey), beside the chunk's new
-// checksums, and stay in the object's memory, where reads find them. The
-// write is one commit, and a power cut leaves each block either old (the
-// commit was lost with its record) or recoverable (the record survived).
-// Once a WAL sync has made the records durable, apply_deferred() copies the
-// blocks to the drives, flushes them and deletes the records; a block is
-// never overwritten on a drive before its record is durable. A mount replays
-// the records a crash left, writing each block only if it is still what its
-// chunk's checksum says: a block rewritten, moved or cut off since then has
-// another checksum, or no chunk, and its old record is just deleted.
+// A small overwrite does not touch the drives and commits nothing: its
+// blocks go as one record into the metadata store's write log
+// (KvStore::append_log), its chunks' new checksums and the inode's mtime
+// change in memory, and the blocks stay in the object's memory, where reads
+// find them. A power cut leaves each block either old (the record was not
+// synced) or recoverable (it was). settle() makes an object's logged writes
+// part of its records: the log synced (no block overwrites a drive's bytes
+// before its record is durable), the blocks written and flushed, then their
+// checksums, the inode and the inode's log floor committed. Every other
+// change of an object's chunk records settles it first, so a mount can
+// replay every record above its inode's floor, in log order, into the
+// chunks as committed. apply_deferred() settles everything and drops the
+// log's closed segments. Pools written before the log may hold 'W' records
+// (meta::DeferredKey): they are replayed at mount as before, each block only
+// where its chunk's checksum is the record's.
 //
 // These stay ObjectStore members: they read the object's chunk map under its
 // lock, the drive table and the free ledger.

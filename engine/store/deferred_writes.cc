@@ -78,7 +78,7 @@ Result<InodeRecord> ObjectStore::log_deferred(StagedWrite& w, int64_t now) {
   for (StagedWrite::Plan& p : w.plans) p.deferred = CopyAligned(p.bytes, p.length());
   std::lock_guard lock(deferred_mu_);
   for (StagedWrite::Plan& p : w.plans) {
-    deferred_.push_back({w.obj->shared_from_this(), w.seq, p.piece.index, p.first_block, p.last_block - p.first_block});
+    deferred_.push_back({w.obj->shared_from_this(), p.length()});
     deferred_bytes_.fetch_add(p.length(), std::memory_order_relaxed);
   }
   return inode;
@@ -195,7 +195,7 @@ Status ObjectStore::apply_deferred() {
   // On failure every record is kept for the next try (its segment too).
   auto keep = [&](Status s) {
     std::lock_guard lock(deferred_mu_);
-    for (const DeferredRecord& r : records) deferred_bytes_.fetch_add(size_t{r.count} * kBlock, std::memory_order_relaxed);
+    for (const DeferredRecord& r : records) deferred_bytes_.fetch_add(r.bytes, std::memory_order_relaxed);
     records.insert(records.end(), std::make_move_iterator(deferred_.begin()),
                    std::make_move_iterator(deferred_.end()));
     deferred_ = std::move(records);
@@ -294,7 +294,7 @@ Status ObjectStore::replay_deferred_records() {
 Status ObjectStore::replay_log() {
   struct Logged {
     uint64_t floor = 0;
-    std::map<uint64_t, ChunkRecord> stored, chunks;  // as committed; with the records applied
+    std::map<uint64_t, ChunkRecord> chunks;  // as committed, with the records applied
     std::vector<std::pair<uint64_t, uint32_t>> blocks;  // (chunk, block) replayed
     uint64_t last_seq = 0;
     int64_t mtime_ns = 0;
@@ -332,7 +332,7 @@ Status ObjectStore::replay_log() {
         failed = loaded.status();
         return false;
       }
-      l.stored = l.chunks = std::move(loaded).value();
+      l.chunks = std::move(loaded).value();
     }
     if (x->seq <= l.floor) return true;  // settled before the crash
     for (const meta::LoggedWrite::Part& part : x->parts) {

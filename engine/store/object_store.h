@@ -326,12 +326,11 @@ class ObjectStore {
   std::mutex reclaim_mu_;  // serializes reclaim(): see there
 
   FreeLedger ledger_;  // space given up by commits, and drives written, until the next sync
-  // Deferred writes not yet on the drives, in commit order.
+  // Deferred writes not yet settled by apply_deferred(), in log order: the
+  // objects it must settle, and the bytes each holds in memory.
   struct DeferredRecord {
     std::shared_ptr<Object> obj;
-    uint64_t seq;
-    uint64_t index;
-    uint32_t first, count;
+    size_t bytes;
   };
   mutable std::mutex deferred_mu_;
   std::vector<DeferredRecord> deferred_;  // GUARDED_BY(deferred_mu_)

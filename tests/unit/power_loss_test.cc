@@ -328,9 +328,9 @@ TEST_F(PowerLossTest, ProcessKillKeepsEveryCompletedWrite) {
   }
 }
 
-// A small overwrite is one commit holding its blocks: the drive keeps the old
-// bytes until apply_deferred() (after a WAL sync) copies them, reads see the
-// new bytes meanwhile, and a kill before the copy loses nothing.
+// A small overwrite is one record in the write log: the drive keeps the old
+// bytes until it is settled (after a log sync), reads see the new bytes
+// meanwhile, and a kill before that loses nothing.
 TEST_F(PowerLossTest, SmallOverwriteIsDeferredUntilApplied) {
   auto obj = store_->object(ns_->get(ino_).value()).value();
   std::string model(2 * kChunk, 'a');
@@ -360,11 +360,11 @@ TEST_F(PowerLossTest, SmallOverwriteIsDeferredUntilApplied) {
   EXPECT_EQ(on_drive(8192), 'b');
   EXPECT_EQ(ReadAll(), model);
   int records = 0;
-  ASSERT_TRUE(kv_->scan(meta::DeferredPrefixAll(), [&](std::string_view, std::string_view) {
+  ASSERT_TRUE(kv_->read_log([&](std::string_view) {
                    ++records;
                    return true;
                  }).ok());
-  EXPECT_EQ(records, 0) << "the mount deletes the records it replayed";
+  EXPECT_EQ(records, 0) << "the mount drops the log it replayed";
 
   obj = store_->object(ns_->get(ino_).value()).value();
   ASSERT_TRUE(store_->write(*obj, kChunk + 100, data.data(), 3000).ok());
@@ -392,8 +392,41 @@ TEST_F(PowerLossTest, ReplayedRecordsNeverOverwriteNewerData) {
   model.resize(300 << 10);
   model.append(large.substr(0, 200 << 10));
   ASSERT_TRUE(store_->sync().ok());
-  Remount();  // the three records are still there
+  Remount();  // replays whatever the log still holds
   EXPECT_EQ(ReadAll(), model);
+}
+
+// A pool written before the write log may hold 'W' records: the mount copies
+// a block only where its chunk's committed checksum is the record's (here
+// block 0, whose drive bytes were damaged), skips the others (block 1's
+// record has other bytes), and deletes them all.
+TEST_F(PowerLossTest, ReplaysDeferredRecordsOfPoolsWrittenBeforeTheLog) {
+  constexpr size_t kB = meta::kBlockSize;
+  auto obj = store_->object(ns_->get(ino_).value()).value();
+  const std::string model(2 * kB, 'a');
+  ASSERT_TRUE(store_->write(*obj, 0, model.data(), model.size()).ok());
+  ASSERT_TRUE(store_->sync().ok());
+  const auto chunk = store_->load_chunks(ino_).value().at(0);
+  uint64_t at = 0;
+  chunk.replicas.at(0).map(0, 1, [&](uint64_t seg_offset, uint64_t, uint64_t) { at = seg_offset; });
+  const int fd = fds_[chunk.replicas.at(0).segment];
+  ASSERT_EQ(pwrite(fd, "x", 1, static_cast<off_t>(kDataOffset + at)), 1);
+  meta::Transaction txn;
+  meta::DeferredWrite same{ino_, 0, 0, std::string(kB, 'a')}, other{ino_, 0, 1, std::string(kB, 'z')};
+  txn.put(meta::DeferredKey(1), meta::EncodeDeferred(same));
+  txn.put(meta::DeferredKey(2), meta::EncodeDeferred(other));
+  ASSERT_TRUE(kv_->commit(txn, true).ok());
+  Remount();
+  char c = 0;
+  ASSERT_EQ(pread(fd, &c, 1, static_cast<off_t>(kDataOffset + at)), 1);
+  EXPECT_EQ(c, 'a') << "the matching record was copied to the drive";
+  EXPECT_EQ(ReadAll(), model);
+  int records = 0;
+  ASSERT_TRUE(kv_->scan(meta::DeferredPrefixAll(), [&](std::string_view, std::string_view) {
+                   ++records;
+                   return true;
+                 }).ok());
+  EXPECT_EQ(records, 0) << "the mount deletes the records it replayed";
 }
 
 TEST_F(PowerLossTest, FailedWriteKeepsOldContentsAndSpace) {

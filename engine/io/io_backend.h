@@ -30,7 +30,8 @@ class IoBackend {
  public:
   virtual ~IoBackend() = default;
   // Issues every request at once and waits for all of them. Returns the first
-  // error (naming the segment) after all have completed.
+  // error (naming the segment) after all have completed. The requests may be
+  // performed in any order, so two writes of one batch must not overlap.
   virtual Status run(std::span<IoRequest> requests) = 0;
   // Makes every completed write to segment durable (fdatasync).
   virtual Status flush(uint32_t segment) = 0;

@@ -295,14 +295,15 @@ Status ObjectStore::replay_log() {
   struct Logged {
     uint64_t floor = 0;
     std::map<uint64_t, ChunkRecord> chunks;  // as committed, with the records applied
-    std::vector<std::pair<uint64_t, uint32_t>> blocks;  // (chunk, block) replayed
+    // (chunk, block) -> its newest logged bytes: a block logged twice is
+    // written once, since the writes of one batch may land in any order.
+    std::map<std::pair<uint64_t, uint32_t>, const char*> blocks;
     uint64_t last_seq = 0;
     int64_t mtime_ns = 0;
   };
   std::map<uint64_t, Logged> inodes;
-  std::vector<std::shared_ptr<const AlignedBuffer>> held;  // the requests' bytes
-  std::vector<IoRequest> reqs;
-  uint64_t records = 0, blocks = 0, max_seq = 0;
+  std::vector<std::shared_ptr<const AlignedBuffer>> held;  // the blocks' bytes
+  uint64_t records = 0, max_seq = 0;
   Status failed;
   SFS_RETURN_IF_ERROR(kv_->read_log([&](std::string_view record) {
     auto x = meta::DecodeLoggedWrite(record);
@@ -347,13 +348,7 @@ Status ObjectStore::replay_log() {
         if (b >= rec.blocks()) continue;  // cannot happen: a cut settles first
         rec.crcs[b] = crcs[i];
         std::erase_if(rec.pending, [&](const auto& e) { return e.first == b; });
-        for (const Replica& rep : rec.replicas) {
-          if (!drives_[rep.segment].available) continue;
-          add_requests(IoRequest::Op::kWrite, rep, uint64_t{b} * kBlock, kBlock, bytes->data() + size_t{i} * kBlock,
-                       &reqs);
-        }
-        l.blocks.emplace_back(part.index, b);
-        ++blocks;
+        l.blocks[{part.index, b}] = bytes->data() + size_t{i} * kBlock;
       }
     }
     l.last_seq = x->seq;
@@ -374,16 +369,27 @@ Status ObjectStore::replay_log() {
     next_seq_ = std::max(next_seq_, next_seq);
   }
   if (records == 0) return Status::OK();
+  std::vector<IoRequest> reqs;
+  uint64_t blocks = 0;
+  for (auto& [ino, l] : inodes) {
+    for (const auto& [at, bytes] : l.blocks) {
+      for (const Replica& rep : l.chunks.at(at.first).replicas) {
+        if (!drives_[rep.segment].available) continue;
+        add_requests(IoRequest::Op::kWrite, rep, uint64_t{at.second} * kBlock, kBlock, const_cast<char*>(bytes),
+                     &reqs);
+      }
+    }
+    blocks += l.blocks.size();
+  }
   SFS_RETURN_IF_ERROR(write_to_drives(reqs));
   SFS_RETURN_IF_ERROR(ledger_.sync_and_release());  // the blocks flushed before the records that cover them
   for (auto& [ino, l] : inodes) {
     if (l.blocks.empty()) continue;
-    std::sort(l.blocks.begin(), l.blocks.end());
     Transaction txn;
-    for (size_t i = 0; i < l.blocks.size();) {
-      const uint64_t index = l.blocks[i].first;
+    for (auto it = l.blocks.begin(); it != l.blocks.end();) {
+      const uint64_t index = it->first.first;
       std::vector<uint32_t> in_chunk;
-      for (; i < l.blocks.size() && l.blocks[i].first == index; ++i) in_chunk.push_back(l.blocks[i].second);
+      for (; it != l.blocks.end() && it->first.first == index; ++it) in_chunk.push_back(it->first.second);
       meta::PutChecksumPagesOf(&txn, ino, index, l.chunks.at(index), in_chunk);
     }
     txn.put(meta::LogFloorKey(ino), meta::EncodeU64(l.last_seq));

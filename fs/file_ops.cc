@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "fs/ops.h"
 #include "fs/session_loop.h"
@@ -57,8 +58,10 @@ void OpenFile(fuse_req_t req, const InodeRecord& r, fuse_file_info* fi, bool cre
   auto* h = new FileHandle{obj.value()};
   fi->fh = reinterpret_cast<uint64_t>(h);
   // Cached pages stay valid across opens: all writes pass through here, and
-  // the kernel drops them itself when it sees size or mtime change.
-  fi->keep_cache = 1;
+  // the kernel drops them itself when it sees size or mtime change. Not with
+  // -o strictatime: reads the page cache answers never reach us to move
+  // atime, so each open reads through the daemon at least once.
+  fi->keep_cache = f->atime() != AtimeMode::kEveryRead;
   // An O_DIRECT open is answered with direct_io: its I/O skips the page cache
   // either way, but on the kernel's direct_io path a write no longer goes
   // through file_remove_privs, which asks us for security.capability before
@@ -113,16 +116,38 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
 
 namespace {
 
-// What the kernel does for a write through the page cache, here for a write
-// through a direct_io open, which leaves it to us: a writer without
-// CAP_FSETID clears set-user-ID, and set-group-ID when group execute is set
-// (without it the bit marks mandatory locking and stays), before the data
+// Whether the caller of req has gid as its group or among its supplementary ones.
+bool InGroup(fuse_req_t req, uint32_t gid) {
+  if (fuse_req_ctx(req)->gid == gid) return true;
+  std::vector<gid_t> groups(32);
+  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  if (n > static_cast<int>(groups.size())) {
+    groups.resize(static_cast<size_t>(n));
+    n = fuse_req_getgroups(req, n, groups.data());
+  }
+  if (n <= 0) return false;  // unknown: treated as not a member, so the bit is dropped
+  groups.resize(std::min(groups.size(), static_cast<size_t>(n)));
+  return std::find(groups.begin(), groups.end(), gid) != groups.end();
+}
+
+// What the kernel does before a write through the page cache, here for the
+// changes it leaves to us (a write through a direct_io open, fallocate): a
+// caller without CAP_FSETID clears set-user-ID, and set-group-ID when group
+// execute is set or the caller is not in the file's group, before the data
 // changes. The kernel's cached mode is dropped so stat shows the change.
-Status DropSuidgid(Frontend* f, fuse_ino_t ino) {
+Status DropSuidgid(fuse_req_t req, fuse_ino_t ino) {
+  Frontend* f = F(req);
   auto b = f->ns().brief(ino);
   if (!b.ok()) return b.status();
+  if ((b->mode & (S_ISUID | S_ISGID)) == 0) return Status::OK();
   uint32_t drop = b->mode & S_ISUID;
-  if ((b->mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) drop |= S_ISGID;
+  if (b->mode & S_ISGID) {
+    if (b->mode & S_IXGRP) {
+      drop |= S_ISGID;
+    } else if (auto full = f->ns().get(ino); !full.ok() || !InGroup(req, full->gid)) {
+      drop |= S_ISGID;  // rare (sgid without group execute): the full record for its gid
+    }
+  }
   if (drop == 0) return Status::OK();
   meta::AttrChange c;
   c.mode = b->mode & ~drop & 07777;
@@ -137,7 +162,7 @@ Status DropSuidgid(Frontend* f, fuse_ino_t ino) {
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   if (Status room = F(req)->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "write");
   if (WriteKillsSuidgid()) {
-    if (Status s = DropSuidgid(F(req), ino); !s.ok()) return ReplyError(req, s, "write");
+    if (Status s = DropSuidgid(req, ino); !s.ok()) return ReplyError(req, s, "write");
   }
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   auto r = F(req)->store().write(*h->obj, static_cast<uint64_t>(off), buf, size);
@@ -157,6 +182,12 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t l
   if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   const auto off = static_cast<uint64_t>(offset), len = static_cast<uint64_t>(length);
+  // fallocate changes what the file holds (its size, or zeros where data
+  // was), and the kernel leaves suid/sgid to us here too. Root stands for
+  // CAP_FSETID, as with default_permissions elsewhere.
+  if (fuse_req_ctx(req)->uid != 0) {
+    if (Status s = DropSuidgid(req, ino); !s.ok()) return ReplyError(req, s, "fallocate");
+  }
   Status s;
   if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
     s = F(req)->store().punch_hole(*h->obj, off, len);

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "engine/pool/pool.h"
 #include "fs/control_server.h"
 #include "fs/evictor.h"
+#include "fs/fuse_fs.h"
 #include "fs/request_stats.h"
 
 namespace stripefs::fs {
@@ -37,14 +39,17 @@ struct FileHandle {
 };
 
 struct DirHandle {
-  std::vector<meta::Listing> entries;  // snapshot taken at opendir; "." and ".." first
+  // Snapshot taken at opendir, and again when a reader that read from it
+  // starts over at offset 0 (rewinddir); "." and ".." first.
+  std::vector<meta::Listing> entries;
+  bool read_since_listed = false;
 };
 
 // One per mount: the request handlers' shared state.
 class Frontend {
  public:
-  Frontend(Pool* pool, bool update_atime)
-      : pool_(pool), update_atime_(update_atime), control_(pool, [this] { return stats_json(); }) {}
+  Frontend(Pool* pool, AtimeMode atime)
+      : pool_(pool), atime_(atime), control_(pool, [this] { return stats_json(); }) {}
 
   void set_session(fuse_session* se) { session_ = se; }
 
@@ -83,19 +88,24 @@ class Frontend {
   }
 
   Pool& pool() { return *pool_; }
-  // relatime, as the kernel does for local file systems: a read moves atime
-  // when it is not after the last change or is a day old. Off with -o noatime.
+  // relatime by default, as the kernel does for local file systems: a read
+  // moves atime when it is not after the last change or is a day old. Every
+  // read with -o strictatime; none with -o noatime.
   void maybe_touch_atime(uint64_t ino, const meta::Namespace::Brief& r) {
     constexpr int64_t kDayNs = 24ll * 3600 * 1000000000;
-    if (!update_atime_) return;
+    if (atime_ == AtimeMode::kNever) return;
     const int64_t now = meta::NowNs();
-    if (r.atime_ns > r.mtime_ns && r.atime_ns > r.ctime_ns && now - r.atime_ns < kDayNs) return;
+    if (atime_ == AtimeMode::kRelative && r.atime_ns > r.mtime_ns && r.atime_ns > r.ctime_ns &&
+        now - r.atime_ns < kDayNs) {
+      return;
+    }
     meta::AttrChange c;
     c.atime_ns = now;
     c.keep_ctime = true;
     auto changed = ns().setattr(ino, c);
     if (!changed.ok()) spdlog::warn("updating atime of inode {}: {}", ino, changed.status().message());
   }
+  AtimeMode atime() const { return atime_; }
   meta::Namespace& ns() { return pool_->ns(); }
   ObjectStore& store() { return pool_->store(); }
 
@@ -115,6 +125,29 @@ class Frontend {
     std::lock_guard lock(mu_);
     return opens_.count(ino) > 0;
   }
+  // Open directories, so that one removed (rmdir, or renamed over) while
+  // open still answers fstat until it is closed, as a regular file does.
+  void dir_opened(const meta::InodeRecord& r) {
+    std::lock_guard lock(mu_);
+    auto& d = open_dirs_[r.ino];
+    d.handles++;
+    d.last_seen = r;
+  }
+  void dir_closed(uint64_t ino) {
+    std::lock_guard lock(mu_);
+    auto it = open_dirs_.find(ino);
+    if (it != open_dirs_.end() && --it->second.handles == 0) open_dirs_.erase(it);
+  }
+  // An open directory the namespace no longer has: as last seen, with no links.
+  std::optional<meta::InodeRecord> removed_open_dir(uint64_t ino) {
+    std::lock_guard lock(mu_);
+    auto it = open_dirs_.find(ino);
+    if (it == open_dirs_.end()) return std::nullopt;
+    meta::InodeRecord r = it->second.last_seen;
+    r.nlink = 0;
+    return r;
+  }
+
   // An inode that lost its last link is reclaimed now unless a handle holds it.
   void maybe_reclaim(const meta::InodeRecord& r) {
     if (S_ISDIR(r.mode)) return;  // directories are deleted by rmdir itself
@@ -125,7 +158,7 @@ class Frontend {
 
  private:
   Pool* pool_;
-  const bool update_atime_;
+  const AtimeMode atime_;
   Evictor* evictor_ = nullptr;
   RequestStats requests_;
   std::atomic<uint64_t> eio_{0}, enospc_{0};
@@ -135,6 +168,11 @@ class Frontend {
   fuse_session* session_ = nullptr;
   std::mutex mu_;
   std::unordered_map<uint64_t, int> opens_;  // GUARDED_BY(mu_)
+  struct OpenDir {
+    int handles = 0;
+    meta::InodeRecord last_seen;  // at its latest opendir
+  };
+  std::unordered_map<uint64_t, OpenDir> open_dirs_;  // GUARDED_BY(mu_)
 };
 
 // The Frontend a request came to.

@@ -33,6 +33,9 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   // when it sees them used (ls -l, find -type), so a plain listing stays cheap.
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+  // File handles that outlive the kernel's inode cache (open_by_handle_at,
+  // NFS): the kernel looks up "." and ".." of a node id (OpLookup).
+  if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 }
 
 void OpDestroy(void* userdata) {
@@ -100,7 +103,7 @@ fuse_lowlevel_ops MakeOps() {
 
 Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready) {
   const auto& o = options.fuse_options;
-  Frontend frontend(pool, std::find(o.begin(), o.end(), "noatime") == o.end());
+  Frontend frontend(pool, options.atime);
   static const fuse_lowlevel_ops ops = MakeOps();
 
   std::string opts = fmt::format("fsname=stripefs:{},subtype=stripefs,default_permissions", options.meta_dir);

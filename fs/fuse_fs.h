@@ -14,12 +14,18 @@
 
 namespace stripefs::fs {
 
+// How reads move atime: -o noatime, the default relatime, -o strictatime.
+enum class AtimeMode { kNever, kRelative, kEveryRead };
+
 struct MountOptions {
   std::string meta_dir;
   std::string mountpoint;
   bool foreground = false;
   bool degraded = false;  // -o degraded: mount with missing drives left out
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
+  AtimeMode atime = AtimeMode::kRelative;  // -o noatime|relatime|strictatime, the last one given
+  bool remount = false;                    // -o remount: change the running mount (see RunMount)
+  std::optional<bool> read_only;           // -o ro / -o rw, the last one given
   unsigned workers = 8;  // -o workers=N: threads serving requests
   std::optional<uint64_t> meta_reserve;  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
   std::string ram_cache = "s3fifo";      // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache

@@ -53,8 +53,25 @@ void Named(fuse_req_t req, const Result<InodeRecord>& r, fuse_ino_t parent, cons
   if (Evictor* e = F(req)->evictor(); e && r.ok() && S_ISREG(r->mode)) e->named(r->ino, parent, name, meta::NowNs());
 }
 
-void ReadDir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+// The directory's entries now, "." and ".." first.
+Status ListInto(Frontend* f, const InodeRecord& dir, DirHandle* h) {
+  SFS_ASSIGN_OR_RETURN(auto list, f->ns().list(dir.ino));
+  h->entries.clear();
+  h->entries.push_back({".", {dir.ino, S_IFDIR}});
+  h->entries.push_back({"..", {dir.parent ? dir.parent : dir.ino, S_IFDIR}});
+  for (auto& l : list) h->entries.push_back(std::move(l));
+  h->read_since_listed = false;
+  return Status::OK();
+}
+
+void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
   auto* h = reinterpret_cast<DirHandle*>(fi->fh);
+  if (off == 0 && h->read_since_listed) {  // rewinddir: POSIX wants the entries as they are now
+    auto dir = F(req)->ns().get(ino);
+    if (Failed(req, dir, "readdir")) return;
+    if (Status s = ListInto(F(req), dir.value(), h); !s.ok()) return ReplyError(req, s, "readdir");
+  }
+  h->read_since_listed = true;
   std::vector<char> buf(size);
   size_t used = 0;
   for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
@@ -87,6 +104,15 @@ void ReadDir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
 }  // namespace
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  // "." and "..": only the kernel's decoding of a file handle asks for them
+  // (open_by_handle_at, an NFS export), for a node it no longer has cached:
+  // the node itself, or its parent. Node ids are inode numbers, never
+  // reused, so they hold across a forget.
+  if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
+    auto self = F(req)->ns().get(parent);
+    if (self.ok() && name[1] == '.') self = F(req)->ns().get(self->parent ? self->parent : self->ino);
+    return ReplyEntry(req, self, "lookup");  // a node gone answers ENOENT: the kernel makes it ESTALE
+  }
   auto r = F(req)->ns().lookup(parent, name);
   if (!r.ok() && r.status().code() == Code::kNotFound) {
     // A negative entry, cached like a positive one: every change goes through this daemon.
@@ -100,6 +126,9 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   auto r = F(req)->ns().get(ino);
+  if (!r.ok() && r.status().code() == Code::kNotFound) {
+    if (auto removed = F(req)->removed_open_dir(ino)) r = std::move(*removed);
+  }
   if (Failed(req, r, "getattr")) return;
   struct stat st = ToStat(r.value());
   fuse_reply_attr(req, &st, kTimeout);
@@ -167,14 +196,17 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Frontend* f = F(req);
   auto dir = f->ns().get(ino);
   if (Failed(req, dir, "opendir")) return;
-  auto list = f->ns().list(ino);
-  if (Failed(req, list, "opendir")) return;
   auto* h = new DirHandle;
-  h->entries.push_back({".", {ino, S_IFDIR}});
-  h->entries.push_back({"..", {dir->parent ? dir->parent : ino, S_IFDIR}});
-  for (auto& l : list.value()) h->entries.push_back(std::move(l));
+  if (Status s = ListInto(f, dir.value(), h); !s.ok()) {
+    delete h;
+    return ReplyError(req, s, "opendir");
+  }
   fi->fh = reinterpret_cast<uint64_t>(h);
-  if (fuse_reply_open(req, fi) != 0) delete h;
+  f->dir_opened(dir.value());
+  if (fuse_reply_open(req, fi) != 0) {
+    f->dir_closed(ino);
+    delete h;
+  }
 }
 
 void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
@@ -185,7 +217,8 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   ReadDir(req, ino, size, off, fi, true);
 }
 
-void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void OpReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  F(req)->dir_closed(ino);
   delete reinterpret_cast<DirHandle*>(fi->fh);
   fuse_reply_err(req, 0);
 }

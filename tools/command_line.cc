@@ -41,7 +41,8 @@ void DeclareCommands(CLI::App& app, CommandLine& cl) {
                        "a file with xattr user.stripefs.pin=1 stays), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
                        "whole chunks; default s3fifo), meta_reserve=SIZE (free space kept on the "
                        "metadata directory's file system for deletes; default 64M or a tenth of it), noatime (reads never update "
-                       "atime; the default is relatime), or FUSE options such as ro, allow_other")
+                       "atime; the default is relatime), strictatime (every read does), or FUSE options such as ro, "
+                       "allow_other")
       ->delimiter(',');
 
   PlacementArgs& placement = cl.placement_args;

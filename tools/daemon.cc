@@ -6,7 +6,10 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
+#include <mntent.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -173,9 +176,51 @@ int OpenAndServe(const fs::MountOptions& options, const std::string& pid_file, O
   return 0;
 }
 
+// -o remount (mount -o remount,ro MOUNTPOINT runs the helper, which runs
+// this): the running mount changes, and no second daemon starts. ro/rw and
+// the per-mount flags nosuid, nodev and noexec change as given; the others
+// stay as mounted (MS_REMOUNT clears what it is not given). The kernel then
+// refuses writes with EROFS itself; the daemon keeps serving reads.
+int Remount(const fs::MountOptions& options) {
+  std::error_code ec;
+  const std::string mountpoint = std::filesystem::weakly_canonical(options.mountpoint, ec).string();
+  auto fail = [&](const std::string& why) {
+    std::cerr << "stripefs: cannot remount " << mountpoint << ": " << why << "\n";
+    return 1;
+  };
+  bool ours = false;
+  if (FILE* mounts = setmntent("/proc/self/mounts", "r")) {
+    while (mntent* m = getmntent(mounts)) {
+      if (mountpoint == m->mnt_dir) ours = std::string(m->mnt_type) == "fuse.stripefs";  // the last mount there counts
+    }
+    endmntent(mounts);
+  }
+  if (!ours) return fail("it is not a stripefs mount (mount the pool first; -o remount changes a running mount)");
+  struct statvfs now;
+  if (statvfs(mountpoint.c_str(), &now) != 0) return fail(strerror(errno));
+  unsigned long flags = MS_REMOUNT;
+  const std::pair<unsigned long, unsigned long> kept[] = {
+      {ST_RDONLY, MS_RDONLY},     {ST_NOSUID, MS_NOSUID},         {ST_NODEV, MS_NODEV},
+      {ST_NOEXEC, MS_NOEXEC},     {ST_SYNCHRONOUS, MS_SYNCHRONOUS}, {ST_NOATIME, MS_NOATIME},
+      {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
+  for (const auto& [st, ms] : kept) {
+    if (now.f_flag & st) flags |= ms;
+  }
+  if (options.read_only) flags = *options.read_only ? flags | MS_RDONLY : flags & ~MS_RDONLY;
+  for (const std::string& o : options.fuse_options) {
+    for (const auto& [name, flag] : {std::pair{"suid", MS_NOSUID}, {"dev", MS_NODEV}, {"exec", MS_NOEXEC}}) {
+      if (o == name) flags &= ~flag;
+      if (o == std::string("no") + name) flags |= flag;
+    }
+  }
+  if (mount(nullptr, mountpoint.c_str(), nullptr, flags, nullptr) != 0) return fail(strerror(errno));
+  return 0;
+}
+
 }  // namespace
 
 int RunMount(fs::MountOptions options) {
+  if (options.remount) return Remount(options);
   Outcome outcome;
   if (Status s = CheckMountpoint(options.mountpoint); !s.ok()) return outcome.Fail(s.message());
   std::error_code ec;

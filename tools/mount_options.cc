@@ -22,6 +22,7 @@ std::optional<unsigned> ParseCount(const std::string& text, unsigned lo, unsigne
 }  // namespace
 
 Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts, fs::MountOptions mo) {
+  bool strict = false, noatime = false;
   for (const auto& o : opts) {
     if (o == "degraded") {
       mo.degraded = true;
@@ -65,12 +66,28 @@ Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts,
       auto size = ParseSize(o.substr(13));
       if (!size.ok()) return Status::Invalid("-o meta_reserve=SIZE: " + size.status().message());
       mo.meta_reserve = size.value();
-    } else if (o == "relatime" || o == "strictatime" || o == "lazytime" || o == "nodiratime") {
-      // stripefs keeps atime itself, relatime-style; FUSE refuses these flags.
-    } else if (o != "defaults" && o != "rw" && !o.empty()) {
+    } else if (o == "noatime" || o == "relatime" || o == "strictatime") {
+      // stripefs keeps atime itself (the kernel leaves it to a FUSE server).
+      // As the kernel ranks them: strictatime over noatime over relatime.
+      if (o == "strictatime") {
+        strict = true;
+      } else if (o == "noatime") {
+        noatime = true;
+      }
+    } else if (o == "lazytime" || o == "nodiratime") {
+      // FUSE refuses these; atime is stored with the inode as it changes.
+    } else if (o == "remount") {
+      mo.remount = true;
+    } else if (o == "rw") {
+      mo.read_only = false;
+    } else if (o != "defaults" && !o.empty()) {
+      if (o == "ro") mo.read_only = true;
       mo.fuse_options.push_back(o);
     }
   }
+  mo.atime = strict ? fs::AtimeMode::kEveryRead : noatime ? fs::AtimeMode::kNever : fs::AtimeMode::kRelative;
+  // The kernel's noatime flag too, so the mount shows it (FUSE refuses the other two).
+  if (mo.atime == fs::AtimeMode::kNever) mo.fuse_options.push_back("noatime");
   if (mo.evictor.low_watermark >= mo.evictor.high_watermark) {
     return Status::Invalid("-o evict_low must be below evict_high");
   }

@@ -7,6 +7,7 @@
 #include "engine/store/object_store.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/store/aligned_buffer.h"
 #include "engine/store/chunk_space.h"
@@ -195,6 +196,22 @@ Status ObjectStore::allocate(Object& obj, uint64_t offset, uint64_t len, bool ke
   return Status::OK();
 }
 
+namespace {
+// The checksum of a block of zeros: only such a block can be a hole inside a chunk.
+uint32_t ZeroBlockCrc() {
+  static const uint32_t crc = [] {
+    const std::string zeros(kBlock, '\0');
+    return Crc32c(zeros.data(), zeros.size());
+  }();
+  return crc;
+}
+}  // namespace
+
+// A block is data unless it is past its chunk's data or holds only zeros (a
+// punched range inside a chunk stores zeros, and so does a written one): so
+// SEEK_DATA and SEEK_HOLE agree with what reads return, at block
+// granularity. A block whose checksum is that of zeros is read to be sure;
+// one that cannot be read, or whose checksum is not settled, counts as data.
 Result<uint64_t> ObjectStore::seek(Object& obj, uint64_t offset, bool data, uint64_t size) {
   if (offset >= size) return Status(Code::kPastEnd, "offset is at or past the end of the file");
   if (!obj.loaded) {
@@ -202,17 +219,42 @@ Result<uint64_t> ObjectStore::seek(Object& obj, uint64_t offset, bool data, uint
     SFS_RETURN_IF_ERROR(ensure_loaded(obj));
   }
   std::shared_lock lock(obj.mu);
+  const uint32_t zero_crc = ZeroBlockCrc();
+  AlignedBuffer buf;
   uint64_t pos = offset;
-  for (auto it = obj.chunks.lower_bound(offset / obj.chunk_size); it != obj.chunks.end(); ++it) {
-    const uint64_t start = it->first * obj.chunk_size, data_end = start + it->second.length;
-    if (data_end <= pos) continue;  // the data of this chunk ends before pos
-    if (data) {
-      if (start <= pos) return pos;
-      if (start < size) return start;
-      break;
+  for (auto it = obj.chunks.lower_bound(offset / obj.chunk_size); it != obj.chunks.end() && pos < size; ++it) {
+    const uint64_t start = it->first * obj.chunk_size;
+    const ChunkRecord& rec = it->second;
+    if (start > pos) {  // pos is in a hole before this chunk
+      if (!data) return pos;
+      pos = std::min(start, size);
+      if (pos == size) break;
     }
-    if (start > pos) break;  // pos is in a hole before this chunk
-    pos = data_end;          // in data: the hole starts where the data run ends
+    if (start + rec.length <= pos) continue;  // the data of this chunk ends before pos
+    const uint32_t blocks = rec.blocks();
+    auto maybe_zero = [&](uint32_t i) {
+      return rec.crcs[i] == zero_crc &&
+             std::none_of(rec.pending.begin(), rec.pending.end(), [&](const auto& p) { return p.first == i; });
+    };
+    for (uint32_t b = static_cast<uint32_t>((pos - start) / kBlock); b < blocks;) {
+      if (!maybe_zero(b)) {  // data
+        if (data) return std::max(pos, start + uint64_t{b} * kBlock);
+        ++b;
+        continue;
+      }
+      // A run of blocks that may be zeros, read in one go (at most 1 MiB).
+      uint32_t end = b + 1;
+      while (end < blocks && end - b < 256 && maybe_zero(end)) ++end;
+      buf.resize_uninitialized(size_t{end - b} * kBlock);
+      const uint32_t first = b;
+      const bool readable = read_old_blocks(obj, it->first, rec, first, end - first, buf.data()).ok();
+      for (; b < end; ++b) {
+        const char* block = buf.data() + size_t{b - first} * kBlock;
+        const bool zeros = readable && std::all_of(block, block + kBlock, [](char c) { return c == 0; });
+        if (zeros != data) return std::max(pos, start + uint64_t{b} * kBlock);
+      }
+    }
+    pos = std::max(pos, start + rec.length);
   }
   if (data) return Status(Code::kPastEnd, "no data after offset");
   return std::min(pos, size);

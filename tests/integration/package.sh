@@ -136,7 +136,7 @@ ok "bash completion installed: $completions"
 
 # --- the mount helper: which options reach stripefs mount (-f: print, do not run)
 helper_cmd=$("$HELPER" /srv/meta /srv/mnt -f -o defaults,rw,noatime,nosuid,nodev,_netdev,nofail,noauto,auto,user,users,x-systemd.requires=/dev/null,x-systemd.automount,comment=pool,relatime,nodiratime,allow_other,ro,degraded,workers=2 2>&1)
-assert_eq "$helper_cmd" "mount.fuse.stripefs: $INSTALLED mount /srv/meta /srv/mnt -o noatime,nosuid,nodev,allow_other,ro,degraded,workers=2" \
+assert_eq "$helper_cmd" "mount.fuse.stripefs: $INSTALLED mount /srv/meta /srv/mnt -o noatime,nosuid,nodev,relatime,allow_other,ro,degraded,workers=2" \
     "helper command for a busy option list"
 assert_eq "$("$HELPER" /srv/meta /srv/mnt -f -o defaults,_netdev 2>&1)" "mount.fuse.stripefs: $INSTALLED mount /srv/meta /srv/mnt" \
     "helper command when no option is left"

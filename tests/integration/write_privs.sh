@@ -4,7 +4,8 @@
 # kernel clears them; through an O_DIRECT open (answered with direct_io) the
 # daemon does, on the kernel's FUSE_WRITE_KILL_SUIDGID. O_DIRECT writes cost no
 # GETXATTR security.capability request, and user.* xattrs keep working
-# around writes.
+# around writes. fallocate and a punched hole clear them as a write does, and
+# set-group-ID also when the caller is not in the file's group.
 source "$(dirname "$0")/lib.sh"
 need python3; need setpriv; need setfattr; need getfattr
 chmod 0755 "$TMP"   # let `nobody` reach the mountpoint
@@ -44,6 +45,36 @@ for how in buffered direct; do
     chmod 6775 "$f"
     write_block "$f" "$how"
     assert_eq "$(stat -c %a "$f")" 6775 "mode after root's $how write to a 6775 file"
+done
+
+# fallocate FILE MODE: fallocate(2) of the file's first 8 KiB with MODE (0:
+# allocate, 3: punch a hole, keeping the size).
+cat >"$TMP/fallocate.py" <<'EOF'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+fd = os.open(sys.argv[1], os.O_WRONLY)
+if libc.fallocate(fd, int(sys.argv[2]), 0, 8192) != 0:
+    sys.exit(f"fallocate: {os.strerror(ctypes.get_errno())}")
+EOF
+for mode in 0 3; do
+    what=$([[ $mode == 0 ]] && echo fallocate || echo "a punched hole")
+    log "--- suid/sgid and $what"
+    f=$MNT/privs_falloc$mode
+    head -c $((64 * 1024)) /dev/urandom >"$f"
+    chmod 2666 "$f"   # root's group, which nobody is not in: set-group-ID goes
+    nobody /usr/bin/python3 "$TMP/fallocate.py" "$f" $mode || fail "nobody's $what failed"
+    assert_eq "$(stat -c %a "$f")" 666 "mode after nobody's $what on a 2666 file of another group"
+    chmod 4666 "$f"
+    nobody /usr/bin/python3 "$TMP/fallocate.py" "$f" $mode || fail "nobody's $what failed"
+    assert_eq "$(stat -c %a "$f")" 666 "mode after nobody's $what on a 4666 file"
+    chown 65534:65534 "$f"
+    chmod 2765 "$f"   # nobody's own group, no group execute: stays
+    nobody /usr/bin/python3 "$TMP/fallocate.py" "$f" $mode || fail "nobody's $what failed"
+    assert_eq "$(stat -c %a "$f")" 2765 "mode after nobody's $what on a 2765 file of its group"
+    chmod 6775 "$f"
+    python3 "$TMP/fallocate.py" "$f" $mode || fail "root's $what failed"
+    assert_eq "$(stat -c %a "$f")" 6775 "mode after root's $what on a 6775 file"
 done
 
 log "--- the cleared bits are stored"

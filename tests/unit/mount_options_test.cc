@@ -157,10 +157,17 @@ TEST(MountOptionsTest, BadMetaReserveIsRefusedWithTheSizeError) {
             "-o meta_reserve=SIZE: size '99999999999999999999T' is too large");
 }
 
-TEST(MountOptionsTest, AtimeFlagsAreIgnored) {
-  // stripefs keeps atime itself, relatime-style; FUSE would refuse these.
-  fs::MountOptions mo = Accepted({"relatime", "strictatime", "lazytime", "nodiratime"});
-  EXPECT_TRUE(mo.fuse_options.empty());
+TEST(MountOptionsTest, AtimeFlagsChooseHowReadsMoveAtime) {
+  // stripefs keeps atime itself; FUSE would refuse all but noatime.
+  EXPECT_EQ(Accepted({}).atime, fs::AtimeMode::kRelative);
+  EXPECT_EQ(Accepted({"relatime", "lazytime", "nodiratime"}).atime, fs::AtimeMode::kRelative);
+  EXPECT_TRUE(Accepted({"relatime", "strictatime", "lazytime", "nodiratime"}).fuse_options.empty());
+  EXPECT_EQ(Accepted({"strictatime"}).atime, fs::AtimeMode::kEveryRead);
+  EXPECT_EQ(Accepted({"noatime", "relatime"}).atime, fs::AtimeMode::kNever);  // as the kernel ranks them
+  EXPECT_EQ(Accepted({"noatime", "relatime"}).fuse_options, std::vector<std::string>{"noatime"});
+  fs::MountOptions strict = Accepted({"noatime", "strictatime"});
+  EXPECT_EQ(strict.atime, fs::AtimeMode::kEveryRead);
+  EXPECT_TRUE(strict.fuse_options.empty());
 }
 
 TEST(MountOptionsTest, DefaultsRwAndEmptyAreDropped) {
@@ -169,7 +176,7 @@ TEST(MountOptionsTest, DefaultsRwAndEmptyAreDropped) {
 
 TEST(MountOptionsTest, EverythingElseGoesToFuseInOrder) {
   fs::MountOptions mo = Accepted({"ro", "degraded", "allow_other", "workers=4", "noatime", "no_such_option"});
-  EXPECT_EQ(mo.fuse_options, (std::vector<std::string>{"ro", "allow_other", "noatime", "no_such_option"}));
+  EXPECT_EQ(mo.fuse_options, (std::vector<std::string>{"ro", "allow_other", "no_such_option", "noatime"}));
   EXPECT_TRUE(mo.degraded);
   EXPECT_EQ(mo.workers, 4u);
 }

@@ -390,6 +390,45 @@ TEST_F(ObjectStoreTest, ReplayWritesABlockLoggedTwiceWithItsNewestBytes) {
   EXPECT_TRUE(SameBytes(Read(*again, 0, m.bytes.size()), m.bytes));
 }
 
+// SEEK_DATA and SEEK_HOLE agree with reads at block granularity: a range
+// punched inside a chunk (it stores zeros) is a hole, as is a dropped chunk,
+// and so is a range written with zeros; the answers come from the records, so
+// a fresh store gives the same ones.
+TEST_F(ObjectStoreTest, SeekFindsHolesPunchedInsideAChunk) {
+  InodeRecord f = NewFile("f");
+  auto obj = Obj(f);
+  ASSERT_NE(obj, nullptr);
+  const uint64_t size = 4 * kChunk;
+  ASSERT_TRUE(Write(*obj, 0, Pattern(size, 3)).ok());
+  const uint64_t punched = kChunk / 2, punched_end = punched + 16 * kBlock;
+  ASSERT_TRUE(store_->punch_hole(*obj, punched, punched_end - punched).ok());
+  ASSERT_TRUE(store_->punch_hole(*obj, kChunk, kChunk).ok());  // chunk 1 whole
+  const uint64_t zeroed = 2 * kChunk + 5 * kBlock, zeroed_end = zeroed + 3 * kBlock;
+  ASSERT_TRUE(Write(*obj, zeroed, std::string(zeroed_end - zeroed, '\0')).ok());
+  auto expect = [&](ObjectStore& store, ObjectStore::Object& o) {
+    auto hole = [&](uint64_t at) { return store.seek(o, at, false, size); };
+    auto data = [&](uint64_t at) { return store.seek(o, at, true, size); };
+    EXPECT_EQ(hole(0).value(), punched);
+    EXPECT_EQ(data(0).value(), 0u);
+    EXPECT_EQ(data(punched).value(), punched_end);
+    EXPECT_EQ(data(punched + 100).value(), punched_end);
+    EXPECT_EQ(hole(punched + 100).value(), punched + 100);
+    EXPECT_EQ(hole(punched_end).value(), kChunk);
+    EXPECT_EQ(data(kChunk).value(), 2 * kChunk);
+    EXPECT_EQ(hole(2 * kChunk).value(), zeroed);
+    EXPECT_EQ(data(zeroed).value(), zeroed_end);
+    EXPECT_EQ(hole(zeroed_end).value(), size);
+    EXPECT_EQ(data(size - 1).value(), size - 1);
+    EXPECT_EQ(hole(size).status().code(), Code::kPastEnd);
+  };
+  expect(*store_, *obj);
+  obj.reset();
+  NewStore();
+  auto again = Obj(f);
+  ASSERT_NE(again, nullptr);
+  expect(*store_, *again);
+}
+
 // Pools written before checksum pages hold one checksum record per chunk:
 // such a file reads back, takes an overwrite and a truncate, and every chunk
 // it stores again is stored in pages; the others stay as they were.

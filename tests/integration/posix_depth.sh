@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# POSIX in depth (issue 20): what posix_depth.py checks on a real mount, then
+# what needs the mount itself: -o strictatime moves atime on every read, and
+# -o remount turns the running mount read-only and back (stripefs mount -o
+# remount and mount(8)'s helper; no second daemon). Then fsck.
+source "$(dirname "$0")/lib.sh"
+need fio
+python3 "$(dirname "$0")/posix_depth.py" "$MNT" || fail "posix_depth.py checks failed"
+
+atime_ns() { python3 -c 'import os, sys; print(os.stat(sys.argv[1]).st_atime_ns)' "$1"; }
+read_twice_moves_atime() {  # FILE: whether a second read right after a first moved atime
+    local a b
+    cat "$1" >/dev/null
+    a=$(atime_ns "$1")
+    sleep 0.01  # the clock must move between the reads; not a timing threshold
+    cat "$1" >/dev/null
+    b=$(atime_ns "$1")
+    [[ $b -gt $a ]] && echo moved || echo kept
+}
+
+log "--- atime: relatime by default, every read with -o strictatime"
+echo "atime" >"$MNT/atime"
+assert_eq "$(read_twice_moves_atime "$MNT/atime")" kept "a second read under relatime"
+unmount_pool
+MOUNT_OPTS=(-o strictatime)
+mount_pool
+grep -q " $MNT fuse.stripefs " /proc/mounts || fail "-o strictatime did not mount"
+assert_eq "$(read_twice_moves_atime "$MNT/atime")" moved "a second read under -o strictatime"
+unmount_pool
+MOUNT_OPTS=(-o noatime,strictatime)  # strictatime outranks noatime, as for the kernel
+mount_pool
+assert_eq "$(read_twice_moves_atime "$MNT/atime")" moved "a second read under -o noatime,strictatime"
+unmount_pool
+MOUNT_OPTS=()
+mount_pool
+
+mount_flags() { awk -v m="$MNT" '$2 == m { split($4, f, ","); print f[1] }' /proc/mounts; }
+log "--- -o remount,ro and back"
+pid=$(daemon_pid)
+echo "before" >"$MNT/kept"
+"$STRIPEFS" mount "$META" "$MNT" -o remount,ro || fail "stripefs mount -o remount,ro failed"
+assert_eq "$(mount_flags)" ro "the mount's flag after remount,ro"
+expect_errno EROFS 'open(sys.argv[1], "w")' "$MNT/new"
+assert_eq "$(cat "$MNT/kept")" before "a file read on the read-only mount"
+assert_eq "$(daemon_pid)" "$pid" "the daemon serving it (no second one)"
+"$STRIPEFS" mount "$META" "$MNT" -o remount,rw || fail "stripefs mount -o remount,rw failed"
+assert_eq "$(mount_flags)" rw "the mount's flag after remount,rw"
+echo "after" >"$MNT/new" || fail "a write after remount,rw failed"
+# mount(8) runs the helper, with the mount's current options merged in.
+HELPER=$TMP/mount.fuse.stripefs
+sed "s#@STRIPEFS_BIN@#$STRIPEFS#" "$(dirname "$0")/../../packaging/mount.fuse.stripefs" >"$HELPER"
+chmod +x "$HELPER"
+"$HELPER" "stripefs:$META" "$MNT" -o "ro,nosuid,nodev,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other" \
+    || fail "the helper's remount,ro failed"
+assert_eq "$(mount_flags)" ro "the mount's flag after the helper's remount,ro"
+"$HELPER" "stripefs:$META" "$MNT" -o "rw,nosuid,nodev,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other" \
+    || fail "the helper's remount,rw failed"
+assert_eq "$(mount_flags)" rw "the mount's flag after the helper's remount,rw"
+grep " $MNT " /proc/mounts | grep -q nosuid || fail "remount dropped nosuid"
+if "$STRIPEFS" mount "$META" "$TMP" -o remount,ro 2>"$TMP/err"; then fail "remount of a directory that is no mount succeeded"; fi
+grep -q "not a stripefs mount" "$TMP/err" || fail "remount of no mount: unclear message: $(cat "$TMP/err")"
+ok "remount of a directory that is no stripefs mount is refused: $(cat "$TMP/err")"
+assert_eq "$(daemon_pid)" "$pid" "the daemon after the remounts"
+
+unmount_pool
+fsck_pool

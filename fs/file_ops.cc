@@ -194,8 +194,15 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t l
   } else if (mode == 0 || mode == FALLOC_FL_KEEP_SIZE) {
     s = F(req)->pool().check_metadata_room();
     if (s.ok()) s = F(req)->store().allocate(*h->obj, off, len, mode == FALLOC_FL_KEEP_SIZE);
+  } else if ((mode & ~FALLOC_FL_KEEP_SIZE) == FALLOC_FL_ZERO_RANGE) {
+    // Zeros over the range, its space allocated: a punch (whole chunks go,
+    // the rest is written with zeros), then an allocation of what the punch
+    // dropped (and of the size past the end, unless KEEP_SIZE).
+    s = F(req)->pool().check_metadata_room();
+    if (s.ok()) s = F(req)->store().punch_hole(*h->obj, off, len);
+    if (s.ok()) s = F(req)->store().allocate(*h->obj, off, len, mode & FALLOC_FL_KEEP_SIZE);
   } else {
-    return (void)fuse_reply_err(req, EOPNOTSUPP);  // zero-range, collapse and insert-range are not offered
+    return (void)fuse_reply_err(req, EOPNOTSUPP);  // collapse and insert-range are not offered
   }
   if (!s.ok()) return ReplyError(req, s, "fallocate");
   F(req)->attributes_changed(ino);

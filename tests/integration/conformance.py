@@ -21,7 +21,7 @@ MiB = 1 << 20
 libc = ctypes.CDLL(None, use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 1, 2, 16
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_COLLAPSE_RANGE = 1, 2, 8
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 AT_FDCWD = -100
 
@@ -78,7 +78,7 @@ def test_fallocate():
     check(os.fstat(fd).st_blocks < used_before, "PUNCH_HOLE frees the chunk it covers whole "
           f"(st_blocks {used_before} -> {os.fstat(fd).st_blocks})")
     expect_errno(errno.EOPNOTSUPP, lambda: fallocate(fd, FALLOC_FL_PUNCH_HOLE, 0, 4096), "PUNCH_HOLE without KEEP_SIZE")
-    expect_errno(errno.EOPNOTSUPP, lambda: fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, 4096), "ZERO_RANGE")
+    expect_errno(errno.EOPNOTSUPP, lambda: fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), "COLLAPSE_RANGE")
     expect_errno(errno.EINVAL, lambda: fallocate(fd, 0, 0, 0), "fallocate of length 0")
     os.posix_fallocate(fd, 30 * MiB, 1000)
     check(os.fstat(fd).st_size == 30 * MiB + 1000, "posix_fallocate past the end grows the file")

@@ -10,6 +10,8 @@ Usage: posix_depth.py MOUNTPOINT
                          after opendir
   seek_after_punch       SEEK_DATA / SEEK_HOLE after a hole punched inside a
                          chunk agree with what reads return
+  zero_range             fallocate ZERO_RANGE zeros its range (KEEP_SIZE or
+                         growing the file)
   fstat_renamed_over     an open directory that another was renamed over
                          still answers fstat, with no links
   file_handles           name_to_handle_at / open_by_handle_at work after
@@ -146,6 +148,28 @@ def seek_after_punch():
     os.unlink(p)
 
 
+def zero_range():
+    FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE = 1, 0x10
+    p = path("zeroed")
+    data = bytearray(os.urandom(3 * MiB))
+    with open(p, "wb") as f:
+        f.write(data)
+    fd = os.open(p, os.O_RDWR)
+    lo, hi = MiB - 100, 2 * MiB + 5000  # unaligned, over a whole chunk when chunks are 1 MiB
+    fallocate(fd, FALLOC_FL_ZERO_RANGE, lo, hi - lo)
+    data[lo:hi] = bytes(hi - lo)
+    check(os.pread(fd, 3 * MiB, 0) == bytes(data), "ZERO_RANGE: zeros over the range, the rest as written")
+    check(os.fstat(fd).st_size == 3 * MiB, "ZERO_RANGE inside the file keeps its size")
+    fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 3 * MiB - 10, MiB)
+    check(os.fstat(fd).st_size == 3 * MiB, "ZERO_RANGE with KEEP_SIZE past the end keeps the size")
+    fallocate(fd, FALLOC_FL_ZERO_RANGE, 3 * MiB - 10, MiB)
+    data[3 * MiB - 10:] = bytes(10)
+    check(os.fstat(fd).st_size == 4 * MiB - 10, "ZERO_RANGE past the end grows the file")
+    check(os.pread(fd, 4 * MiB, 0) == bytes(data) + bytes(MiB - 10), "the grown file reads as expected")
+    os.close(fd)
+    os.unlink(p)
+
+
 def fstat_renamed_over():
     a, b = path("dir_a"), path("dir_b")
     os.mkdir(a)
@@ -250,7 +274,7 @@ def appends():
     os.unlink(p)
 
 
-for test in (direct_then_buffered, rewinddir, seek_after_punch, fstat_renamed_over, file_handles, appends):
+for test in (direct_then_buffered, rewinddir, seek_after_punch, zero_range, fstat_renamed_over, file_handles, appends):
     print(f"--- {test.__name__}", flush=True)
     try:
         test()

@@ -178,7 +178,8 @@ void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
               unsigned int flags) {
-  auto r = F(req)->ns().rename(parent, name, newparent, newname, flags);
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  auto r = F(req)->ns().rename(parent, name, newparent, newname, flags, ctx->uid, ctx->gid);
   if (Failed(req, r, "rename")) return;
   if (Evictor* e = F(req)->evictor()) e->renamed(parent, name, newparent, newname, flags & RENAME_EXCHANGE);
   if (r.value()) F(req)->maybe_reclaim(*r.value());

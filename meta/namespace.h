@@ -100,11 +100,14 @@ class Namespace {
   // caller reclaims it once no handle is open (or the next mount does).
   Result<InodeRecord> unlink(uint64_t parent, std::string_view name);
   Status rmdir(uint64_t parent, std::string_view name);
-  // flags: RENAME_NOREPLACE, RENAME_EXCHANGE. Returns a replaced inode, if one
-  // lost a link, so the caller can reclaim it when it became an orphan.
+  // flags: RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT (the old name
+  // becomes a whiteout, a character device 0/0 owned by uid:gid, in the same
+  // commit: what overlayfs asks of its upper directory). Returns a replaced
+  // inode, if one lost a link, so the caller can reclaim it when it became an
+  // orphan.
   Result<std::optional<InodeRecord>> rename(uint64_t parent, std::string_view name,
                                             uint64_t new_parent, std::string_view new_name,
-                                            unsigned flags);
+                                            unsigned flags, uint32_t uid = 0, uint32_t gid = 0);
   Result<InodeRecord> setattr(uint64_t ino, const AttrChange& change);
   Result<std::vector<Listing>> list(uint64_t dir);
 

@@ -177,9 +177,13 @@ Status Namespace::rmdir(uint64_t parent, std::string_view name) {
 
 Result<std::optional<InodeRecord>> Namespace::rename(uint64_t parent, std::string_view name,
                                                      uint64_t new_parent, std::string_view new_name,
-                                                     unsigned flags) {
-  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return Status::Invalid("unsupported rename flags");
-  if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) return Status::Invalid("conflicting rename flags");
+                                                     unsigned flags, uint32_t uid, uint32_t gid) {
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) {
+    return Status::Invalid("unsupported rename flags");
+  }
+  if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT))) {
+    return Status::Invalid("conflicting rename flags");
+  }
   SFS_RETURN_IF_ERROR(CheckName(new_name));
   ChangeLock lock(this);
   SFS_RETURN_IF_ERROR(load_dir(parent).status());
@@ -240,6 +244,7 @@ Result<std::optional<InodeRecord>> Namespace::rename(uint64_t parent, std::strin
   SFS_ASSIGN_OR_RETURN(InodeRecord* moved, touch(src.ino));
   moved->ctime_ns = now;
   std::optional<InodeRecord> displaced;
+  std::optional<NewEntry> whiteout;
 
   if (flags & RENAME_EXCHANGE) {
     SFS_ASSIGN_OR_RETURN(InodeRecord* other, touch(dst->ino));
@@ -260,7 +265,16 @@ Result<std::optional<InodeRecord>> Namespace::rename(uint64_t parent, std::strin
       }
     }
   } else {
-    txn.del(DirEntryKey(parent, name));
+    if (flags & RENAME_WHITEOUT) {
+      NewInode n;
+      n.mode = S_IFCHR;  // device 0/0, no permissions: a whiteout
+      n.uid = uid;
+      n.gid = gid;
+      SFS_ASSIGN_OR_RETURN(whiteout, new_entry(parent, name, n));
+      add_entry(&txn, *whiteout, &changed.at(parent), now);  // replaces the old name's entry
+    } else {
+      txn.del(DirEntryKey(parent, name));
+    }
     txn.put(DirEntryKey(new_parent, new_name), EncodeDirEntry(*src_entry));
     if (IsDir(moved->mode) && parent != new_parent) {
       moved->parent = new_parent;
@@ -280,6 +294,7 @@ Result<std::optional<InodeRecord>> Namespace::rename(uint64_t parent, std::strin
     if (r.nlink > 0 || !IsDir(r.mode)) put_inode(&txn, r);
     to_cache.push_back(r);
   }
+  if (whiteout) to_cache.push_back(whiteout->record);
   SFS_RETURN_IF_ERROR(commit(&txn, to_cache));
   if (displaced && IsDir(displaced->mode)) cache_.erase(displaced->ino);
   return displaced;

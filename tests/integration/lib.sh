@@ -110,6 +110,7 @@ MNT=$TMP/mnt
 DRIVES=()
 MOUNTED=()   # "META|MNT" of every pool mounted by this script
 CLEANUP_HOOKS=()  # commands teardown runs after unmounting (e.g. detach loop devices)
+BEFORE_UNMOUNT_HOOKS=()  # commands teardown runs first (e.g. unmount an overlay over a pool)
 
 teardown() {
     local rc=$? entry m mnt pid still_mounted=0
@@ -118,6 +119,7 @@ teardown() {
     cd /   # a cwd inside the mount would keep it busy
     for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
     wait 2>/dev/null
+    for hook in "${BEFORE_UNMOUNT_HOOKS[@]}"; do $hook; done
     for entry in "${MOUNTED[@]}"; do
         m=${entry%%|*} mnt=${entry#*|}
         pid=$(tr -dc 0-9 2>/dev/null <"$m/daemon.pid")

@@ -2,7 +2,9 @@
 # POSIX in depth (issue 20): what posix_depth.py checks on a real mount, then
 # what needs the mount itself: -o strictatime moves atime on every read, and
 # -o remount turns the running mount read-only and back (stripefs mount -o
-# remount and mount(8)'s helper; no second daemon). Then fsck.
+# remount and mount(8)'s helper; no second daemon), and an overlayfs mount
+# keeps its upper directory on stripefs (whiteouts by RENAME_WHITEOUT). Then
+# fsck.
 source "$(dirname "$0")/lib.sh"
 need fio
 python3 "$(dirname "$0")/posix_depth.py" "$MNT" || fail "posix_depth.py checks failed"
@@ -61,6 +63,23 @@ if "$STRIPEFS" mount "$META" "$TMP" -o remount,ro 2>"$TMP/err"; then fail "remou
 grep -q "not a stripefs mount" "$TMP/err" || fail "remount of no mount: unclear message: $(cat "$TMP/err")"
 ok "remount of a directory that is no stripefs mount is refused: $(cat "$TMP/err")"
 assert_eq "$(daemon_pid)" "$pid" "the daemon after the remounts"
+
+log "--- overlayfs with its upper directory on stripefs (RENAME_WHITEOUT)"
+mkdir -p "$TMP/lower" "$TMP/merged" "$MNT/upper" "$MNT/work"
+echo "lower a" >"$TMP/lower/a"
+echo "lower b" >"$TMP/lower/b"
+unmount_overlay() { ! mountpoint -q "$TMP/merged" || umount "$TMP/merged" || umount -l "$TMP/merged"; }
+BEFORE_UNMOUNT_HOOKS+=(unmount_overlay)
+timeout 60 mount -t overlay overlay -o "lowerdir=$TMP/lower,upperdir=$MNT/upper,workdir=$MNT/work,userxattr" "$TMP/merged" \
+    || fail "mount -t overlay with the upper directory on stripefs failed: $(dmesg 2>/dev/null | grep overlayfs | tail -3)"
+timeout 60 rm "$TMP/merged/a" || fail "rm of a lower file through the overlay failed"
+timeout 60 mv "$TMP/merged/b" "$TMP/merged/c" || fail "mv of a lower file through the overlay failed"
+echo "upper" >"$TMP/merged/n"
+assert_eq "$(ls "$TMP/merged" | tr '\n' ' ')" "c n " "the merged directory after rm a, mv b c"
+assert_eq "$(cat "$TMP/merged/c")" "lower b" "the moved file's bytes"
+assert_eq "$(stat -c '%F %t:%T' "$MNT/upper/a")" "character special file 0:0" "the whiteout of a in the upper directory"
+assert_eq "$(stat -c '%F %t:%T' "$MNT/upper/b")" "character special file 0:0" "the whiteout of b in the upper directory"
+umount "$TMP/merged" || fail "umount of the overlay failed"
 
 unmount_pool
 fsck_pool

@@ -381,6 +381,35 @@ TEST_P(NamespaceTest, RenameNoReplace) {
   EXPECT_EQ(LookupIno(kRootIno, "c"), a.ino);
 }
 
+// RENAME_WHITEOUT (overlayfs's upper directory): the old name holds a
+// whiteout, a character device 0/0 with the caller's owner, in the same
+// commit; a directory moved this way keeps its parent's link count right.
+TEST_P(NamespaceTest, RenameWhiteoutLeavesADevice00AtTheOldName) {
+  InodeRecord f = MakeFile(kRootIno, "f");
+  InodeRecord d = MakeDir(kRootIno, "d");
+  InodeRecord sub = MakeDir(kRootIno, "sub");
+  const uint32_t root_links = Nlink(kRootIno);
+  auto r = ns_->rename(kRootIno, "f", d.ino, "g", RENAME_WHITEOUT, 1000, 1001);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(LookupIno(d.ino, "g"), f.ino);
+  auto w = ns_->lookup(kRootIno, "f");
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_NE(w->ino, f.ino);
+  EXPECT_EQ(w->mode, uint32_t{S_IFCHR});
+  EXPECT_EQ(w->rdev, 0u);
+  EXPECT_EQ(w->uid, 1000u);
+  EXPECT_EQ(w->gid, 1001u);
+  EXPECT_EQ(w->nlink, 1u);
+  ASSERT_TRUE(ns_->rename(kRootIno, "sub", d.ino, "sub", RENAME_WHITEOUT).ok());
+  EXPECT_EQ(Nlink(kRootIno), root_links - 1) << "the moved directory's link went with it";
+  EXPECT_EQ(Nlink(d.ino), 3u);
+  EXPECT_EQ(LookupIno(d.ino, "sub"), sub.ino);
+  EXPECT_EQ(ns_->lookup(kRootIno, "sub")->mode, uint32_t{S_IFCHR});
+  EXPECT_EQ(ns_->rename(kRootIno, "f", d.ino, "g", RENAME_WHITEOUT | RENAME_EXCHANGE).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_TRUE(Orphans().empty());
+}
+
 TEST_P(NamespaceTest, RenameExchangeSwaps) {
   InodeRecord a = MakeFile(kRootIno, "a");
   InodeRecord b = MakeFile(kRootIno, "b");

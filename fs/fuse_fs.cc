@@ -102,7 +102,6 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready) {
-  const auto& o = options.fuse_options;
   Frontend frontend(pool, options.atime);
   static const fuse_lowlevel_ops ops = MakeOps();
 

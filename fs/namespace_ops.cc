@@ -68,8 +68,13 @@ void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
   auto* h = reinterpret_cast<DirHandle*>(fi->fh);
   if (off == 0 && h->read_since_listed) {  // rewinddir: POSIX wants the entries as they are now
     auto dir = F(req)->ns().get(ino);
-    if (Failed(req, dir, "readdir")) return;
-    if (Status s = ListInto(F(req), dir.value(), h); !s.ok()) return ReplyError(req, s, "readdir");
+    if (!dir.ok() && dir.status().code() == Code::kNotFound) {
+      h->entries.clear();  // removed while open: nothing is left in it
+    } else if (Failed(req, dir, "readdir")) {
+      return;
+    } else if (Status s = ListInto(F(req), dir.value(), h); !s.ok()) {
+      return ReplyError(req, s, "readdir");
+    }
   }
   h->read_since_listed = true;
   std::vector<char> buf(size);

@@ -23,7 +23,7 @@ struct MountOptions {
   bool foreground = false;
   bool degraded = false;  // -o degraded: mount with missing drives left out
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
-  AtimeMode atime = AtimeMode::kRelative;  // -o noatime|relatime|strictatime, the last one given
+  AtimeMode atime = AtimeMode::kRelative;  // -o noatime|relatime|strictatime, ranked as the kernel does
   bool remount = false;                    // -o remount: change the running mount (see RunMount)
   std::optional<bool> read_only;           // -o ro / -o rw, the last one given
   unsigned workers = 8;  // -o workers=N: threads serving requests

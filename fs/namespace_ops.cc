@@ -8,6 +8,7 @@
 
 #include "engine/pool/layout.h"
 #include "fs/ops.h"
+#include "fs/session_loop.h"
 
 namespace stripefs::fs {
 
@@ -46,6 +47,13 @@ Result<InodeRecord> CreateChild(fuse_req_t req, fuse_ino_t parent, const char* n
   SFS_ASSIGN_OR_RETURN(meta::NewInode n, NewFor(req, parent, mode));
   if (fill) fill(n);
   return F(req)->ns().create(parent, name, n);
+}
+
+// The same for a file with no name (O_TMPFILE), an orphan until linked.
+Result<InodeRecord> CreateUnnamed(fuse_req_t req, fuse_ino_t parent, uint32_t mode) {
+  SFS_RETURN_IF_ERROR(F(req)->pool().check_metadata_room());
+  SFS_ASSIGN_OR_RETURN(meta::NewInode n, NewFor(req, parent, mode));
+  return F(req)->ns().create_unnamed(parent, n);
 }
 
 // Cache mode learns every name a regular file gets.
@@ -192,6 +200,11 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  if (CreatesUnnamed()) {  // open(O_TMPFILE): name is a placeholder
+    auto r = CreateUnnamed(req, parent, S_IFREG | (mode & 07777));
+    if (Failed(req, r, "create (O_TMPFILE)")) return;
+    return OpenFile(req, r.value(), fi, true);
+  }
   auto r = CreateChild(req, parent, name, S_IFREG | (mode & 07777));
   if (Failed(req, r, "create")) return;
   Named(req, r, parent, name);

@@ -30,6 +30,20 @@ constexpr size_t kRequestBuffer = (256u << 12) + 4096;
 // other request (see WriteKillsSuidgid).
 thread_local uint32_t t_write_flags = 0;
 
+// Whether the request this thread is serving came as FUSE_TMPFILE (see CreatesUnnamed).
+thread_local bool t_unnamed = false;
+
+// libfuse 3.14 answers FUSE_TMPFILE (open(O_TMPFILE)) with ENOSYS, which the
+// kernel turns into EOPNOTSUPP for good. Its arguments are a CREATE's (the
+// flags, the mode, a placeholder name), and so is the reply it wants, so
+// the loop hands it to libfuse as a CREATE, marked for the create op.
+bool TakeTmpfile(const fuse_buf& buf) {
+  auto* in = static_cast<fuse_in_header*>(buf.mem);
+  if (in->opcode != FUSE_TMPFILE) return false;
+  in->opcode = FUSE_CREATE;
+  return true;
+}
+
 uint32_t WriteFlags(const fuse_buf& buf) {
   const auto* in = static_cast<const fuse_in_header*>(buf.mem);
   if (in->opcode != FUSE_WRITE) return 0;
@@ -58,6 +72,7 @@ void Work(fuse_session* se, RequestStats* stats) {
     if (res == -EINTR) continue;
     if (res <= 0) break;  // unmounted (the session is marked exited) or a device error
     t_write_flags = WriteFlags(buf);
+    t_unnamed = TakeTmpfile(buf);
     if (!stats) {
       fuse_session_process_buf(se, &buf);
       continue;
@@ -82,6 +97,8 @@ void Work(fuse_session* se, RequestStats* stats) {
 }  // namespace
 
 bool WriteKillsSuidgid() { return (t_write_flags & FUSE_WRITE_KILL_SUIDGID) != 0; }
+
+bool CreatesUnnamed() { return t_unnamed; }
 
 void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats) {
   // SIGUSR1 interrupts a worker's read of /dev/fuse at shutdown (see below);

@@ -22,4 +22,10 @@ void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats = nullptr)
 // loop keeps them from the request's header. False outside a WRITE.
 bool WriteKillsSuidgid();
 
+// Whether the CREATE request the calling worker is serving (called from the
+// create op under RunWorkers) came from the kernel as FUSE_TMPFILE: a file
+// with no name, for open(O_TMPFILE). The loop passes it to libfuse 3.14,
+// which has no op for it, as a CREATE. False for any other request.
+bool CreatesUnnamed();
+
 }  // namespace stripefs::fs

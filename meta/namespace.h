@@ -86,6 +86,11 @@ class Namespace {
   // Creates a file, directory, symlink, FIFO, socket or device node.
   // Errors: kExists, kNotFound (parent), kNotDirectory, kNameTooLong.
   Result<InodeRecord> create(uint64_t parent, std::string_view name, const NewInode& n);
+  // A regular file with no name in parent (open(O_TMPFILE)): stored at
+  // nlink 0 with its orphan mark, so the caller reclaims it when its last
+  // handle closes (or the next mount does), unless link() names it first.
+  // The directory is not changed. Errors: kNotFound (parent), kNotDirectory.
+  Result<InodeRecord> create_unnamed(uint64_t parent, const NewInode& n);
   // The checks and the record of create(), with the inode number taken, but
   // nothing of the entry stored: the caller stores it later, with the first
   // data of the new file (InodeUpdate::entry), or by add(). Until then
@@ -163,6 +168,8 @@ class Namespace {
   Result<InodeRecord> dir_for_new(uint64_t parent, std::string_view name);
   // The record of a new entry, its inode number taken. REQUIRES: mu_ held.
   Result<NewEntry> new_entry(uint64_t parent, std::string_view name, NewInode n);
+  // Adds the new inode's own records to txn: the inode, its xattrs, its volatile mark.
+  void put_new_inode(Transaction* txn, const NewEntry& e);
   // Adds e's records to txn, and to dir its new link and times. REQUIRES: mu_ held.
   void add_entry(Transaction* txn, const NewEntry& e, InodeRecord* dir, int64_t now);
   // Commits e with its directory dir, as one batch. REQUIRES: write_mu_ and mu_ held.

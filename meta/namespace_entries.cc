@@ -77,12 +77,17 @@ Result<NewEntry> Namespace::new_entry(uint64_t parent, std::string_view name, Ne
   return e;
 }
 
-void Namespace::add_entry(Transaction* txn, const NewEntry& e, InodeRecord* dir, int64_t now) {
+void Namespace::put_new_inode(Transaction* txn, const NewEntry& e) {
   const InodeRecord& r = e.record;
   put_inode(txn, r);
-  txn->put(DirEntryKey(e.parent, e.name), EncodeDirEntry({r.ino, r.mode & S_IFMT}));
   for (const auto& [xname, value] : e.xattrs) txn->put(XattrKey(r.ino, xname), value);
   if (S_ISREG(r.mode) && r.strategy == kRamStrategyName) txn->put(VolatileKey(r.ino), "");
+}
+
+void Namespace::add_entry(Transaction* txn, const NewEntry& e, InodeRecord* dir, int64_t now) {
+  const InodeRecord& r = e.record;
+  put_new_inode(txn, e);
+  txn->put(DirEntryKey(e.parent, e.name), EncodeDirEntry({r.ino, r.mode & S_IFMT}));
   if (IsDir(r.mode)) dir->nlink++;
   dir->mtime_ns = dir->ctime_ns = std::max(dir->mtime_ns, now);
 }
@@ -99,6 +104,20 @@ Result<InodeRecord> Namespace::create(uint64_t parent, std::string_view name, co
   SFS_ASSIGN_OR_RETURN(InodeRecord dir, dir_for_new(parent, name));
   SFS_ASSIGN_OR_RETURN(NewEntry e, new_entry(parent, name, n));
   SFS_RETURN_IF_ERROR(store_entry(e, std::move(dir), e.record.ctime_ns));
+  return std::move(e.record);
+}
+
+Result<InodeRecord> Namespace::create_unnamed(uint64_t parent, const NewInode& n) {
+  if (!S_ISREG(n.mode)) return Status::Invalid("only a regular file can be created without a name");
+  ChangeLock lock(this);
+  SFS_ASSIGN_OR_RETURN(InodeRecord dir, load_dir(parent));
+  if (dir.nlink == 0) return Status::NotFound("directory was removed");
+  SFS_ASSIGN_OR_RETURN(NewEntry e, new_entry(parent, "", n));
+  e.record.nlink = 0;
+  Transaction txn;
+  put_new_inode(&txn, e);
+  txn.put(OrphanKey(e.record.ino), "");
+  SFS_RETURN_IF_ERROR(commit(&txn, {e.record}));
   return std::move(e.record);
 }
 

@@ -19,6 +19,9 @@ Usage: posix_depth.py MOUNTPOINT
                          needs); a deleted file's handle is ESTALE
   appends                six writers appending 4-byte records with O_APPEND
                          lose none and tear none
+  tmpfile                open(O_TMPFILE) makes a file with no name; linkat
+                         names it (not with O_EXCL); closed unnamed, its
+                         space comes back
 
 Every check runs; the exit status is 1 when any failed.
 """
@@ -31,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
 MNT = sys.argv[1]
 MiB = 1 << 20
@@ -274,7 +278,67 @@ def appends():
     os.unlink(p)
 
 
-for test in (direct_then_buffered, rewinddir, seek_after_punch, zero_range, fstat_renamed_over, file_handles, appends):
+def link_fd(fd, name):
+    """linkat(AT_FDCWD, /proc/self/fd/FD, AT_FDCWD, name, AT_SYMLINK_FOLLOW): 0 or the errno."""
+    AT_FDCWD, AT_SYMLINK_FOLLOW = -100, 0x400
+    rc = libc.linkat(AT_FDCWD, f"/proc/self/fd/{fd}".encode(), AT_FDCWD, name.encode(), AT_SYMLINK_FOLLOW)
+    return 0 if rc == 0 else ctypes.get_errno()
+
+
+def used_bytes():
+    st = os.statvfs(MNT)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def tmpfile():
+    d = path("tmpdir")
+    os.mkdir(d)
+    fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o640)
+    data = os.urandom(3 * MiB + 100)
+    os.write(fd, data)
+    st = os.fstat(fd)
+    check(st.st_nlink == 0 and st.st_size == len(data) and (st.st_mode & 0o7777) == 0o640,
+          f"an O_TMPFILE file has no links, its size and its mode ({st.st_nlink}, {st.st_size}, {oct(st.st_mode)})")
+    check(os.listdir(d) == [], "an O_TMPFILE file is not listed in its directory")
+    check(link_fd(fd, os.path.join(d, "named")) == 0, "linkat names an O_TMPFILE file")
+    check(os.fstat(fd).st_nlink == 1 and os.listdir(d) == ["named"], "once linked, it has one link and is listed")
+    os.close(fd)
+    subprocess.run(["sh", "-c", "echo 3 > /proc/sys/vm/drop_caches"], check=False)
+    check(open(os.path.join(d, "named"), "rb").read() == data, "the linked file reads back what was written")
+
+    fd = os.open(d, os.O_TMPFILE | os.O_WRONLY | os.O_EXCL, 0o600)
+    check(link_fd(fd, os.path.join(d, "excl")) == errno.ENOENT, "an O_TMPFILE | O_EXCL file cannot be linked")
+    os.close(fd)
+
+    # Closed without a name, its blocks are freed: they come back to statvfs
+    # once another file's fsync has made the release durable.
+    os.unlink(os.path.join(d, "named"))
+    def sync_one():
+        f = os.open(os.path.join(d, "sync"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.fsync(f)
+        os.close(f)
+    sync_one()
+    before = used_bytes()
+    fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o600)
+    os.write(fd, bytes(8 * MiB))
+    os.fsync(fd)
+    during = used_bytes()
+    os.close(fd)
+    # The kernel sends the release after close() returns: wait for it (up to 10 s).
+    for _ in range(200):
+        sync_one()
+        after = used_bytes()
+        if after <= before:
+            break
+        time.sleep(0.05)
+    check(during >= before + 8 * MiB and after <= before,
+          f"an unnamed file's space is freed when it is closed (used {before} -> {during} -> {after} bytes)")
+    os.unlink(os.path.join(d, "sync"))
+    os.rmdir(d)
+
+
+for test in (direct_then_buffered, rewinddir, seek_after_punch, zero_range, fstat_renamed_over, file_handles, appends,
+             tmpfile):
     print(f"--- {test.__name__}", flush=True)
     try:
         test()

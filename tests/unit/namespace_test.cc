@@ -384,6 +384,32 @@ TEST_P(NamespaceTest, RenameNoReplace) {
 // RENAME_WHITEOUT (overlayfs's upper directory): the old name holds a
 // whiteout, a character device 0/0 with the caller's owner, in the same
 // commit; a directory moved this way keeps its parent's link count right.
+TEST_P(NamespaceTest, AnUnnamedFileIsAnOrphanUntilLinked) {
+  InodeRecord d = MakeDir(kRootIno, "d");
+  const InodeRecord dir_before = ns_->get(d.ino).value();
+  NewInode n;
+  n.mode = S_IFREG | 0600;
+  auto r = ns_->create_unnamed(d.ino, n);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->nlink, 0u);
+  EXPECT_EQ(Nlink(r->ino), 0u);
+  EXPECT_TRUE(IsOrphan(r->ino)) << "a crash before it is linked leaves it for the next mount to reclaim";
+  EXPECT_TRUE(Names(d.ino).empty());
+  EXPECT_EQ(ns_->get(d.ino)->mtime_ns, dir_before.mtime_ns) << "the directory did not change";
+  ASSERT_TRUE(ns_->link(r->ino, d.ino, "named").ok());
+  EXPECT_EQ(Nlink(r->ino), 1u);
+  EXPECT_FALSE(IsOrphan(r->ino));
+  EXPECT_EQ(LookupIno(d.ino, "named"), r->ino);
+
+  n.mode = S_IFDIR | 0700;
+  EXPECT_EQ(ns_->create_unnamed(d.ino, n).status().code(), Code::kInvalidArgument);
+  n.mode = S_IFREG | 0600;
+  EXPECT_EQ(ns_->create_unnamed(r->ino, n).status().code(), Code::kNotDirectory);
+  ASSERT_TRUE(ns_->unlink(d.ino, "named").ok());
+  ASSERT_TRUE(ns_->rmdir(kRootIno, "d").ok());
+  EXPECT_EQ(ns_->create_unnamed(d.ino, n).status().code(), Code::kNotFound);
+}
+
 TEST_P(NamespaceTest, RenameWhiteoutLeavesADevice00AtTheOldName) {
   InodeRecord f = MakeFile(kRootIno, "f");
   InodeRecord d = MakeDir(kRootIno, "d");

@@ -49,8 +49,10 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
   struct statvfs st {};
   st.f_bsize = meta::kBlockSize;
   st.f_frsize = meta::kBlockSize;
-  st.f_blocks = p.drive_capacity() / meta::kBlockSize;
-  st.f_bfree = st.f_bavail = p.drive_free() / meta::kBlockSize;
+  // Data at the pool's default replica count, not raw bytes (Pool::usable_space).
+  const Pool::UsableSpace usable = p.usable_space();
+  st.f_blocks = usable.capacity / meta::kBlockSize;
+  st.f_bfree = st.f_bavail = usable.free / meta::kBlockSize;
   // Files are limited by the metadata file system: about 1 KiB of RocksDB
   // data per file (name, inode, one chunk record), above the reserve.
   constexpr uint64_t kMetadataPerFile = 1024;
@@ -105,7 +107,15 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
   Frontend frontend(pool, options.atime);
   static const fuse_lowlevel_ops ops = MakeOps();
 
-  std::string opts = fmt::format("fsname=stripefs:{},subtype=stripefs,default_permissions", options.meta_dir);
+  // The mount's source is the metadata directory as an fstab line names it,
+  // so mount -a sees the line mounted and skips it. Commas and backslashes
+  // in it are escaped for libfuse's option parser.
+  std::string source;
+  for (char c : options.meta_dir) {
+    if (c == ',' || c == '\\') source += '\\';
+    source += c;
+  }
+  std::string opts = fmt::format("fsname={},subtype=stripefs,default_permissions", source);
   if (geteuid() == 0) opts += ",allow_other";
   for (const auto& o : options.fuse_options) opts += "," + o;
   std::vector<std::string> argv_s = {"stripefs", "-o", opts};

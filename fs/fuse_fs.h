@@ -25,6 +25,7 @@ struct MountOptions {
   std::vector<std::string> fuse_options;  // passed through to libfuse / the kernel
   AtimeMode atime = AtimeMode::kRelative;  // -o noatime|relatime|strictatime, ranked as the kernel does
   bool remount = false;                    // -o remount: change the running mount (see RunMount)
+  bool nonempty = false;                   // -o nonempty: mount over a directory that holds files
   std::optional<bool> read_only;           // -o ro / -o rw, the last one given
   unsigned workers = 8;  // -o workers=N: threads serving requests
   std::optional<uint64_t> meta_reserve;  // -o meta_reserve=SIZE (see Pool::check_metadata_room)

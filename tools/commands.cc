@@ -1,9 +1,11 @@
 // What the subcommands share (see tools/commands.h).
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +13,8 @@
 #include <iostream>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/pool/pool.h"
 #include "fs/control.h"
@@ -38,6 +42,53 @@ Result<DriveSpec> ParseDriveSpec(const std::string& text) {
   }
   if (spec.path.empty()) return Status::Invalid(fmt::format("{}: no path", text));
   return spec;
+}
+
+namespace {
+// The mount of a stripefs pool that holds path, from /proc/self/mountinfo:
+// its mountpoint and its source (the pool's metadata directory). Empty when
+// none does.
+std::pair<std::string, std::string> StripefsMountOf(const std::string& path) {
+  std::pair<std::string, std::string> best;
+  FILE* f = fopen("/proc/self/mountinfo", "r");
+  if (!f) return best;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) > 0) {
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER_OPTIONS
+    std::vector<std::string> fields;
+    for (char* tok = strtok(line, " \n"); tok; tok = strtok(nullptr, " \n")) fields.emplace_back(tok);
+    auto dash = std::find(fields.begin(), fields.end(), "-");
+    if (fields.size() < 5 || dash == fields.end() || fields.end() - dash < 3 || dash[1] != "fuse.stripefs") continue;
+    std::string mnt = fields[4];
+    if (path.rfind(mnt, 0) != 0 || (path.size() > mnt.size() && mnt != "/" && path[mnt.size()] != '/')) continue;
+    if (mnt.size() >= best.first.size()) best = {mnt, dash[2]};
+  }
+  free(line);
+  fclose(f);
+  return best;
+}
+}  // namespace
+
+std::optional<std::string> DeadMountProblem(const std::string& path) {
+  // statfs, not stat: the kernel answers stat of a dead mount's root from its
+  // attribute cache for a while, but statfs always asks the (gone) daemon.
+  struct statfs st;
+  if (statfs(path.c_str(), &st) == 0 || errno != ENOTCONN) return std::nullopt;
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(path, ec).string();
+  auto [mnt, meta] = StripefsMountOf(abs);
+  if (mnt.empty()) mnt = abs;
+  if (meta.rfind("stripefs:", 0) == 0) meta = meta.substr(9);  // the source of mounts made before 0.2
+  return fmt::format("{} is on a dead mount: the stripefs daemon serving {} is no longer running. "
+                     "Unmount it with `fusermount3 -u {}` (or `umount -l {}`), then mount the pool again "
+                     "with `stripefs mount {} {}`",
+                     path, mnt, mnt, mnt, meta.empty() ? "META_DIR" : meta, mnt);
+}
+
+int FailMissing(const std::string& path) {
+  if (auto dead = DeadMountProblem(path)) return Fail(*dead);
+  return Fail(fmt::format("{}: no such file or directory", path));
 }
 
 Result<std::string> LiveXattr(const std::string& path, std::string_view name, size_t initial) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,15 @@ namespace stripefs {
 // Prints "stripefs: msg" on stderr; returns the exit status 1.
 int Fail(const std::string& msg);
 int Fail(const Status& s);
+
+// When path is on a dead mount (its daemon was killed or crashed: every
+// access fails with ENOTCONN), what to tell the user: the state, and how to
+// unmount and mount the pool again. nullopt otherwise.
+std::optional<std::string> DeadMountProblem(const std::string& path);
+
+// Fail() with "PATH: no such file or directory", or with DeadMountProblem's
+// message when that is why PATH cannot be seen.
+int FailMissing(const std::string& path);
 
 // PATH or PATH:SIZE (K/M/G/T).
 Result<DriveSpec> ParseDriveSpec(const std::string& text);

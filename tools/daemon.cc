@@ -23,6 +23,7 @@
 #include <string>
 
 #include "engine/pool/pool.h"
+#include "tools/commands.h"
 
 namespace stripefs {
 namespace {
@@ -57,17 +58,30 @@ class Outcome {
   int pipe_fd_ = -1;
 };
 
-Status CheckMountpoint(const std::string& mountpoint) {
+Status CheckMountpoint(const std::string& mountpoint, bool nonempty) {
+  if (auto dead = DeadMountProblem(mountpoint)) return Status::Invalid(*dead);
   struct stat st;
   if (stat(mountpoint.c_str(), &st) != 0) {
-    if (errno == ENOTCONN) {
-      return Status::Invalid(fmt::format("{} is a dead mount (its daemon stopped); unmount it first with "
-                                         "`fusermount3 -u {}` or `umount -l {}`", mountpoint, mountpoint, mountpoint));
-    }
     return Status::Invalid(fmt::format("mountpoint {}: {}", mountpoint, strerror(errno)));
   }
   if (!S_ISDIR(st.st_mode)) return Status::Invalid(fmt::format("mountpoint {} is not a directory", mountpoint));
+  // A mount hides what the directory holds; like fuse2 and most mount
+  // tools, refuse unless asked for.
+  std::error_code ec;
+  if (!nonempty && !std::filesystem::is_empty(mountpoint, ec) && !ec) {
+    return Status::Invalid(fmt::format("mountpoint {} is not empty: the mount would hide its files; "
+                                       "empty it, use another directory, or mount with -o nonempty", mountpoint));
+  }
   return Status::OK();
+}
+
+// path made absolute, its symbolic links and dots resolved where it exists.
+std::string CanonicalPath(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  if (ec) return path;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(abs, ec);
+  return (ec ? abs : canonical).string();
 }
 
 // True while process pid has /dev/fuse open, i.e. still serves a mount.
@@ -222,10 +236,11 @@ int Remount(const fs::MountOptions& options) {
 int RunMount(fs::MountOptions options) {
   if (options.remount) return Remount(options);
   Outcome outcome;
-  if (Status s = CheckMountpoint(options.mountpoint); !s.ok()) return outcome.Fail(s.message());
-  std::error_code ec;
-  options.meta_dir = std::filesystem::absolute(options.meta_dir, ec).string();
-  options.mountpoint = std::filesystem::absolute(options.mountpoint, ec).string();
+  if (Status s = CheckMountpoint(options.mountpoint, options.nonempty); !s.ok()) return outcome.Fail(s.message());
+  // Canonical paths, as mount(8) writes an fstab line's: the mount's source
+  // (the metadata directory) must match it.
+  options.meta_dir = CanonicalPath(options.meta_dir);
+  options.mountpoint = CanonicalPath(options.mountpoint);
   const std::string pid_file = options.meta_dir + "/daemon.pid";
   WaitForUnmountedDaemon(pid_file);
 

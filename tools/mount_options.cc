@@ -78,6 +78,8 @@ Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts,
       // FUSE refuses these; atime is stored with the inode as it changes.
     } else if (o == "remount") {
       mo.remount = true;
+    } else if (o == "nonempty") {
+      mo.nonempty = true;  // checked by `stripefs mount` itself: libfuse 3 no longer knows it
     } else if (o == "rw") {
       mo.read_only = false;
     } else if (o != "defaults" && !o.empty()) {

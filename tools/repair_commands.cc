@@ -76,7 +76,7 @@ int AddDriveOnline(const std::string& mountpoint, const DriveSpec& spec, bool fo
 
 int RunScrub(const std::string& target, bool json) {
   std::error_code ec;
-  if (!std::filesystem::exists(target, ec)) return Fail(fmt::format("{}: no such file or directory", target));
+  if (!std::filesystem::exists(target, ec)) return FailMissing(target);
   if (std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {  // an unmounted pool
     auto pool = Pool::Open(target, Pool::Mode::kMount);
     if (!pool.ok()) {
@@ -135,7 +135,7 @@ int RunAddDrive(const std::string& target, const std::string& drive, bool force)
   auto spec = ParseDriveSpec(drive);
   if (!spec.ok()) return Fail(spec.status());
   std::error_code ec;
-  if (!std::filesystem::exists(target, ec)) return Fail(fmt::format("{}: no such file or directory", target));
+  if (!std::filesystem::exists(target, ec)) return FailMissing(target);
   if (!std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {
     if (!LiveXattr(target, fs::kDfXattr).ok()) {
       return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));

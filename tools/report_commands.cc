@@ -79,13 +79,14 @@ int RunPlacement(const std::string& path, const std::string& meta_dir, bool json
   if (meta_dir.empty()) {
     std::error_code ec;
     std::string abs = std::filesystem::absolute(path, ec).string();
-    if (!std::filesystem::exists(path, ec)) return Fail(fmt::format("{}: no such file", path));
+    if (!std::filesystem::exists(path, ec)) return FailMissing(path);
     // In pages, so a file of any size fits the kernel's 64 KiB per xattr.
     auto j = fs::ReadPlacementPages([&](const std::string& name) { return LiveXattr(path, name); });
     if (!j.ok() && j.status().code() == Code::kBusy) return Fail(fmt::format("{}: {}", path, j.status().message()));
     if (!j.ok()) {  // a daemon from before the pages answers only the whole document
       auto v = LiveXattr(path, fs::kPlacementXattr);
       if (!v.ok()) {
+        if (auto dead = DeadMountProblem(path)) return Fail(*dead);
         return Fail(fmt::format("{} is not a regular file on a mounted stripefs pool ({}); "
                                 "for an unmounted pool give --meta DIR and the path inside the pool",
                                 path, j.status().message()));
@@ -109,7 +110,7 @@ int RunPlacement(const std::string& path, const std::string& meta_dir, bool json
 
 int RunDf(const std::string& target, bool json) {
   std::error_code ec;
-  if (!std::filesystem::exists(target, ec)) return Fail(fmt::format("{}: no such file or directory", target));
+  if (!std::filesystem::exists(target, ec)) return FailMissing(target);
   nlohmann::json j;
   if (std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {
     auto pool = Pool::Open(target, Pool::Mode::kInspect);
@@ -120,6 +121,7 @@ int RunDf(const std::string& target, bool json) {
   } else {
     auto v = LiveXattr(target, fs::kDfXattr);
     if (!v.ok()) {
+      if (auto dead = DeadMountProblem(target)) return Fail(*dead);
       return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));
     }
     j = nlohmann::json::parse(v.value(), nullptr, false);
@@ -132,9 +134,20 @@ int RunDf(const std::string& target, bool json) {
   fmt::print("{:>3} {:5} {:>9} {:>9} {:>9} {:>6}  {}\n", "id", "kind", "capacity", "used", "free", "free%", "path");
   for (const auto& s : j["segments"]) {
     uint64_t cap = s["capacity"], used = s["used"];
+    if (s.value("state", "present") == "missing") {  // left out of a degraded mount: its use is unknown
+      fmt::print("{:>3} {:5} {:>9} {:>9} {:>9} {:>6}  {} (missing: replace-drive rebuilds it)\n", s["id"].get<uint32_t>(),
+                 s["kind"].get<std::string>(), Human(cap), "-", "-", "-", s["path"].get<std::string>());
+      continue;
+    }
     fmt::print("{:>3} {:5} {:>9} {:>9} {:>9} {:>5.1f}%  {}\n", s["id"].get<uint32_t>(), s["kind"].get<std::string>(),
                Human(cap), Human(used), Human(cap - used), cap ? 100.0 * static_cast<double>(cap - used) / static_cast<double>(cap) : 0.0,
                s["path"].get<std::string>());
+  }
+  if (j.contains("usable")) {
+    const auto& u = j["usable"];
+    const uint32_t r = u["replicas"].get<uint32_t>();
+    fmt::print("data at the pool's {} {}: {} capacity, {} free (what df(1) shows)\n", r, r == 1 ? "replica" : "replicas",
+               Human(u["capacity"].get<uint64_t>()), Human(u["free"].get<uint64_t>()));
   }
   if (j.contains("metadata")) {
     const auto& m = j["metadata"];
@@ -150,7 +163,8 @@ int RunStats(const std::string& mountpoint, bool json, double watch) {
     auto v = LiveXattr(mountpoint, fs::kStatsXattr, 64 << 10);
     if (!v.ok()) {
       std::error_code ec;
-      if (!std::filesystem::exists(mountpoint, ec)) return Fail(fmt::format("{}: no such file or directory", mountpoint));
+      if (!std::filesystem::exists(mountpoint, ec)) return FailMissing(mountpoint);
+      if (auto dead = DeadMountProblem(mountpoint)) return Fail(*dead);
       return Fail(fmt::format("{} is not a stripefs mountpoint ({})", mountpoint, v.status().message()));
     }
     auto j = nlohmann::json::parse(v.value(), nullptr, false);

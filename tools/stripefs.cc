@@ -103,7 +103,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and succeed. Every other error is a usage
+    // error: exit status 2, as for the other tools (0 ok, 1 failure, 2 usage).
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "stripefs: " << e.what() << "\nRun 'stripefs --help' (or 'stripefs SUBCOMMAND --help') for the usage.\n";
+    return 2;
   }
   try {
     if (*cl.mkfs) {

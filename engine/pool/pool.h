@@ -43,7 +43,15 @@ struct SegmentUsage {
   std::string path;
   uint64_t capacity;
   uint64_t used;
+  bool missing = false;  // a drive left out of a degraded mount: nothing known of its use
 };
+
+// The most bytes of data that copies on `replicas` different drives can take
+// from drives with these amounts each: the largest W with
+// sum(min(bytes_i, W)) >= replicas * W, that is the least over j < replicas
+// of (the sum of all but the j largest) / (replicas - j). Every byte of it
+// can be written: each piece's copies go to the drives with the most room.
+uint64_t UsableAtReplicas(std::vector<uint64_t> bytes, uint32_t replicas);
 
 // A scrub report in the JSON of `stripefs scrub --json`:
 // {"chunks","bytes","repaired_blocks","missing_replicas","unrepairable":[...]}.
@@ -87,6 +95,14 @@ class Pool {
   Result<nlohmann::json> usage_json();
   uint64_t drive_capacity() const;
   uint64_t drive_free() const;
+  // What statfs reports (df(1)): the present drives' capacity and free space
+  // as data at the pool's default replica count (UsableAtReplicas), so what
+  // df calls free can be written to a directory with the default layout.
+  struct UsableSpace {
+    uint32_t replicas;
+    uint64_t capacity, free;
+  };
+  UsableSpace usable_space() const;
   // Bytes of the RAM segment (0 without one): the RAM tier's capacity.
   uint64_t ram_capacity() const;
 

@@ -14,8 +14,13 @@ Result<nlohmann::json> Pool::usage_json() {
   nlohmann::json j;
   j["segments"] = nlohmann::json::array();
   for (const auto& u : usage) {
-    j["segments"].push_back({{"id", u.id}, {"kind", u.kind}, {"path", u.path}, {"capacity", u.capacity}, {"used", u.used}});
+    j["segments"].push_back({{"id", u.id}, {"kind", u.kind}, {"path", u.path}, {"capacity", u.capacity}, {"used", u.used},
+                             {"state", u.missing ? "missing" : "present"}});
   }
+  // Beside them: what statfs (df(1)) reports, the drives as data at the
+  // pool's default replica count.
+  const UsableSpace usable = usable_space();
+  j["usable"] = {{"replicas", usable.replicas}, {"capacity", usable.capacity}, {"free", usable.free}};
   // Beside the contract's "segments": where the metadata lives and its room.
   SFS_ASSIGN_OR_RETURN(MetadataSpace m, metadata_space());
   j["metadata"] = {{"path", meta_dir_}, {"used", m.used}, {"free", m.free}, {"reserve", m.reserve}};

@@ -73,6 +73,32 @@ uint64_t Pool::drive_free() const {
   return total + store_->pending_free_bytes();
 }
 
+uint64_t UsableAtReplicas(std::vector<uint64_t> bytes, uint32_t replicas) {
+  replicas = std::max(replicas, 1u);
+  if (bytes.size() < replicas) return 0;
+  std::sort(bytes.begin(), bytes.end(), std::greater<>());
+  uint64_t rest = 0;  // the sum of all but the j largest
+  for (uint64_t b : bytes) rest += b;
+  uint64_t usable = rest / replicas;
+  for (uint32_t j = 1; j < replicas; ++j) {
+    rest -= bytes[j - 1];
+    usable = std::min(usable, rest / (replicas - j));
+  }
+  return usable;
+}
+
+Pool::UsableSpace Pool::usable_space() const {
+  std::shared_lock lock(config_mu_);
+  std::vector<uint64_t> capacity, free;
+  for (const auto& seg : config_.segments) {
+    if (seg.kind != "drive" || !allocators_[seg.id]) continue;
+    capacity.push_back(allocators_[seg.id]->capacity());
+    free.push_back(allocators_[seg.id]->free_bytes() + store_->pending_free_bytes(seg.id));
+  }
+  const uint32_t r = config_.replicas;
+  return {r, UsableAtReplicas(std::move(capacity), r), UsableAtReplicas(std::move(free), r)};
+}
+
 Result<std::vector<SegmentUsage>> Pool::usage() {
   std::shared_lock lock(config_mu_);
   std::vector<SegmentUsage> out;
@@ -85,7 +111,7 @@ Result<std::vector<SegmentUsage>> Pool::usage() {
       used = store_->cache_stats().bytes;  // what the RAM tier holds: the read cache ...
       if (allocators_[seg.id]) used += seg.capacity - allocators_[seg.id]->free_bytes();  // ... and ram files
     }
-    out.push_back({seg.id, seg.kind, seg.path, seg.capacity, used});
+    out.push_back({seg.id, seg.kind, seg.path, seg.capacity, used, seg.kind == "drive" && !allocators_[seg.id]});
   }
   return out;
 }

@@ -58,6 +58,18 @@ for sub in "${subcommands[@]}"; do
     ok "stripefs $sub: in the SYNOPSIS, a man section and the completion, with its options ($(options "$sub" | tr '\n' ' '))"
 done
 
+# Every mount option stripefs(1) describes is offered after `stripefs mount -o`.
+mapfile -t mount_opts < <(awk '/^\.SH MOUNT OPTIONS/ {on = 1; next} /^\.SH/ {on = 0}
+                               on && prev == ".TP" {print $2} {prev = $0}' "$SRC/packaging/man/stripefs.1")
+(( ${#mount_opts[@]} >= 10 )) || fail "stripefs(1) lists only ${#mount_opts[@]} mount options: ${mount_opts[*]}"
+mapfile -t o_completions < <(completions mount DIR MNT -o "")
+for opt in "${mount_opts[@]}"; do
+    [[ " ${o_completions[*]} " == *" $opt "* ]] || fail "the completion of 'stripefs mount -o' lacks $opt"
+done
+mapfile -t o_values < <(completions mount DIR MNT -o "ro,on_full=")
+[[ "${o_values[*]}" == "ro,on_full=evict ro,on_full=enospc" ]] || fail "the completion of 'stripefs mount -o ro,on_full=' offers: ${o_values[*]}"
+ok "the completion of 'stripefs mount -o' offers every mount option of stripefs(1) (${mount_opts[*]}) and their values"
+
 # Nothing documented or completed that the CLI does not have.
 mapfile -t man_sections < <(sed -nE 's/^   stripefs ([a-z-]+)$/\1/p' "$TMP/stripefs.1.txt")
 for sub in "${man_sections[@]}"; do

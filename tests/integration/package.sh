@@ -205,6 +205,13 @@ mount -a --fstab "$TMP/fstab" || fail "mount -a --fstab $TMP/fstab failed"
 check_mounted "mount -a --fstab (options _netdev,nofail,noatime,x-systemd.*)" noatime
 assert_eq "$(cat "$MNT/fstab.txt")" "written through the fstab mount" "file written by the previous mount"
 (cd "$MNT" && sha256sum -c --quiet "$TMP/sums") || fail "files read back wrong through mount -a"
+# mount(8) skips an fstab line whose source and target are mounted already,
+# which needs the mount's source to be the metadata directory as fstab names it.
+assert_eq "$(findmnt -n -o SOURCE --mountpoint "$MNT")" "$META" "the mount's source"
+first=$(daemon_pid)
+mount -a --fstab "$TMP/fstab" || fail "a second mount -a --fstab $TMP/fstab, with the line mounted, failed"
+assert_eq "$(daemon_pid)" "$first" "the daemon after a second mount -a (no second one)"
+assert_eq "$(findmnt -n --mountpoint "$MNT" | wc -l)" 1 "mounts at $MNT after a second mount -a"
 unmount_with_umount
 
 log "--- stripefs@.service"

@@ -48,14 +48,15 @@ assert_eq "$(daemon_pid)" "$pid" "the daemon serving it (no second one)"
 "$STRIPEFS" mount "$META" "$MNT" -o remount,rw || fail "stripefs mount -o remount,rw failed"
 assert_eq "$(mount_flags)" rw "the mount's flag after remount,rw"
 echo "after" >"$MNT/new" || fail "a write after remount,rw failed"
-# mount(8) runs the helper, with the mount's current options merged in.
+# mount(8) runs the helper with the mount's source (the metadata directory)
+# and its current options merged in.
 HELPER=$TMP/mount.fuse.stripefs
 sed "s#@STRIPEFS_BIN@#$STRIPEFS#" "$(dirname "$0")/../../packaging/mount.fuse.stripefs" >"$HELPER"
 chmod +x "$HELPER"
-"$HELPER" "stripefs:$META" "$MNT" -o "ro,nosuid,nodev,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other" \
+"$HELPER" "$META" "$MNT" -o "ro,nosuid,nodev,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other" \
     || fail "the helper's remount,ro failed"
 assert_eq "$(mount_flags)" ro "the mount's flag after the helper's remount,ro"
-"$HELPER" "stripefs:$META" "$MNT" -o "rw,nosuid,nodev,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other" \
+"$HELPER" "$META" "$MNT" -o "rw,nosuid,nodev,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other" \
     || fail "the helper's remount,rw failed"
 assert_eq "$(mount_flags)" rw "the mount's flag after the helper's remount,rw"
 grep " $MNT " /proc/mounts | grep -q nosuid || fail "remount dropped nosuid"

@@ -56,6 +56,24 @@ void DeclareCommands(CLI::App& app, CommandLine& cl) {
   cl.df->add_option("TARGET", df.target, "A mountpoint, or an unmounted pool's metadata directory")->required();
   cl.df->add_flag("--json", df.json, "Print JSON");
 
+  LayoutArgs& layout = cl.layout_args;
+  cl.layout = app.add_subcommand("layout", "Show or set the layout that files created in a directory of a mounted "
+                                           "pool get (strategy, chunk_size, replicas)");
+  cl.layout->add_option("DIR", layout.dir, "A directory on a mounted pool")->required();
+  cl.layout->add_option("KEY=VALUE", layout.settings,
+                        "strategy=NAME, chunk_size=SIZE (a power of two from 1M to 64M) or replicas=1|2|3; "
+                        "KEY= goes back to the pool's default")
+      ->check(CLI::Validator(
+          [](std::string& kv) -> std::string {
+            const std::string key = kv.substr(0, kv.find('='));
+            if (kv.find('=') == std::string::npos || (key != "strategy" && key != "chunk_size" && key != "replicas")) {
+              return "'" + kv + "' is not KEY=VALUE with KEY one of strategy, chunk_size, replicas";
+            }
+            return "";
+          },
+          "KEY=VALUE"));
+  cl.layout->add_flag("--json", layout.json, "Print JSON");
+
   FsckArgs& fsck = cl.fsck_args;
   cl.fsck = app.add_subcommand("fsck", "Check an unmounted pool; lists every problem and exits non-zero if any");
   cl.fsck->add_option("DIR", fsck.meta_dir, "The pool's metadata directory")->required();

@@ -36,6 +36,12 @@ struct DfArgs {
   bool json = false;
 };
 
+struct LayoutArgs {
+  std::string dir;
+  std::vector<std::string> settings;  // KEY=VALUE (KEY= removes it)
+  bool json = false;
+};
+
 struct FsckArgs {
   std::string meta_dir;
   bool verify = false;
@@ -70,12 +76,13 @@ struct CommandLine {
   MountArgs mount_args;
   PlacementArgs placement_args;
   DfArgs df_args;
+  LayoutArgs layout_args;
   FsckArgs fsck_args;
   StatsArgs stats_args;
   ScrubArgs scrub_args;
   AddDriveArgs add_drive_args;
   ReplaceDriveArgs replace_drive_args;
-  CLI::App *mkfs = nullptr, *mount = nullptr, *placement = nullptr, *df = nullptr, *fsck = nullptr, *stats = nullptr,
+  CLI::App *mkfs = nullptr, *mount = nullptr, *placement = nullptr, *df = nullptr, *layout = nullptr, *fsck = nullptr, *stats = nullptr,
            *scrub = nullptr, *add_drive = nullptr, *replace_drive = nullptr;
 };
 

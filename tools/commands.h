@@ -4,6 +4,7 @@
 // (tools/stripefs.cc) parses the command line and calls one Run* function.
 //   tools/stripefs.cc         main(), mkfs, mount, fsck
 //   tools/report_commands.cc  placement, df, stats (read-only answers)
+//   tools/layout_command.cc   layout (a directory's layout attributes)
 //   tools/repair_commands.cc  scrub, add-drive, replace-drive
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/pool/pool.h"
 
@@ -70,6 +72,7 @@ class Progress {
 // Each returns the process's exit status.
 int RunPlacement(const std::string& path, const std::string& meta_dir, bool json);
 int RunDf(const std::string& target, bool json);
+int RunLayout(const std::string& dir, const std::vector<std::string>& settings, bool json);
 int RunStats(const std::string& mountpoint, bool json, double watch);
 int RunScrub(const std::string& target, bool json);
 int RunAddDrive(const std::string& target, const std::string& drive, bool force);

@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
     if (*cl.df) return RunDf(cl.df_args.target, cl.df_args.json);
     if (*cl.fsck) return RunFsck(cl.fsck_args.meta_dir, cl.fsck_args.verify);
     if (*cl.scrub) return RunScrub(cl.scrub_args.target, cl.scrub_args.json);
+    if (*cl.layout) return RunLayout(cl.layout_args.dir, cl.layout_args.settings, cl.layout_args.json);
     if (*cl.stats) return RunStats(cl.stats_args.mountpoint, cl.stats_args.json, cl.stats_args.watch);
     if (*cl.add_drive) return RunAddDrive(cl.add_drive_args.target, cl.add_drive_args.drive, cl.add_drive_args.force);
     if (*cl.replace_drive) {

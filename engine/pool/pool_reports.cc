@@ -21,6 +21,11 @@ Result<nlohmann::json> Pool::usage_json() {
   // pool's default replica count.
   const UsableSpace usable = usable_space();
   j["usable"] = {{"replicas", usable.replicas}, {"capacity", usable.capacity}, {"free", usable.free}};
+  // The layout a file gets where no directory says otherwise (`stripefs layout`).
+  {
+    std::shared_lock lock(config_mu_);
+    j["layout"] = {{"strategy", config_.strategy}, {"chunk_size", config_.chunk_size}, {"replicas", config_.replicas}};
+  }
   // Beside the contract's "segments": where the metadata lives and its room.
   SFS_ASSIGN_OR_RETURN(MetadataSpace m, metadata_space());
   j["metadata"] = {{"path", meta_dir_}, {"used", m.used}, {"free", m.free}, {"reserve", m.reserve}};

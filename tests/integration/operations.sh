@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Operating a pool as a user would: the CLI's exit codes (0 ok, 1 failure,
 # 2 usage), the mount's source, a refused mount over a non-empty directory,
-# clear messages on a dead mount, `stripefs df` on a degraded mount, and
-# df(1) on a pool with 2 replicas.
+# clear messages on a dead mount, `stripefs df` on a degraded mount,
+# df(1) on a pool with 2 replicas, and `stripefs layout` with the reason for a
+# refused value.
 NO_DEFAULT_POOL=1
 source "$(dirname "$0")/lib.sh"
 need findmnt
@@ -102,4 +103,32 @@ head -c $((avail / 2)) /dev/urandom >"$MNT/half" || fail "writing half of df's f
 sync "$MNT/half"
 wait_until "df reflects the write" bash -c "(( \$(df -B1 --output=avail '$MNT' | tail -n 1) < $avail * 6 / 10 ))"
 ok "df(1) free after writing half of it at 2 replicas: $(df -h --output=avail "$MNT" | tail -n 1)"
+
+log "--- stripefs layout: a refused value says why"
+mkdir "$MNT/dir"
+# setfattr gets only EINVAL for a value the pool cannot honour ...
+if setfattr -n user.stripefs.replicas -v 5 "$MNT/dir" 2>"$TMP/err"; then fail "setfattr replicas=5 was accepted"; fi
+# ... stripefs layout names the reason, and sets nothing.
+assert_eq "$(rc_of "$STRIPEFS" layout "$MNT/dir" replicas=5)" 1 "layout replicas=5"
+grep -qF "replicas '5' must be 1, 2 or 3" "$TMP/err" || fail "layout replicas=5: $(cat "$TMP/err")"
+ok "refused: $(cat "$TMP/err")"
+assert_eq "$(rc_of "$STRIPEFS" layout "$MNT/dir" strategy=fastest)" 1 "layout with an unknown strategy"
+grep -qF "unknown strategy 'fastest' (choose one of: " "$TMP/err" || fail "layout strategy=fastest: $(cat "$TMP/err")"
+assert_eq "$(rc_of "$STRIPEFS" layout "$MNT/dir" chunk_size=3M)" 1 "layout chunk_size=3M"
+grep -qF "must be a power of two" "$TMP/err" || fail "layout chunk_size=3M: $(cat "$TMP/err")"
+assert_eq "$(rc_of "$STRIPEFS" layout "$MNT/dir" colour=blue)" 2 "layout with an unknown key"
+assert_eq "$(rc_of "$STRIPEFS" layout "$MNT/half" replicas=1)" 1 "layout of a regular file"
+grep -qF "not a directory" "$TMP/err" || fail "layout of a file: $(cat "$TMP/err")"
+"$STRIPEFS" layout "$MNT/dir" --json >"$TMP/layout.json" || fail "layout --json failed"
+assert_eq "$(json '(d["replicas"], d["chunk_size"], d["set"])' <"$TMP/layout.json")" "(2, 4194304, [])" \
+    "the layout of a directory with no settings is the pool's"
+"$STRIPEFS" layout "$MNT/dir" replicas=1 chunk_size=8M >"$TMP/out" || fail "layout replicas=1 chunk_size=8M failed"
+grep -q "replicas .*1 .*(this directory)" "$TMP/out" || fail "layout's table: $(cat "$TMP/out")"
+assert_eq "$(getfattr --only-values -n user.stripefs.chunk_size "$MNT/dir")" 8388608 "the chunk_size attribute"
+echo data >"$MNT/dir/file"
+assert_eq "$(getfattr --only-values -n user.stripefs.layout "$MNT/dir/file" | json 'd["replicas"], d["chunk_size"]')" \
+    "(1, 8388608)" "the layout of a file created in the directory"
+"$STRIPEFS" layout "$MNT/dir" replicas= --json >"$TMP/layout.json" || fail "layout replicas= failed"
+assert_eq "$(json '(d["replicas"], d["set"])' <"$TMP/layout.json")" "(2, ['chunk_size'])" \
+    "replicas= goes back to the pool's default"
 unmount_pool

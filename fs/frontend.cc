@@ -3,6 +3,9 @@
 
 namespace stripefs::fs {
 
+const char* Version() { return STRIPEFS_VERSION; }
+
+
 using meta::InodeRecord;
 
 namespace {

@@ -45,6 +45,9 @@ struct DirHandle {
   bool read_since_listed = false;
 };
 
+// The version this daemon was built as (the project's version).
+const char* Version();
+
 // One per mount: the request handlers' shared state.
 class Frontend {
  public:
@@ -66,6 +69,7 @@ class Frontend {
   // The stats document: `stripefs stats --json`, the metrics file.
   Result<nlohmann::json> stats_json() {
     nlohmann::json j;
+    j["version"] = Version();
     j["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     j["requests"] = requests_.json();
     j["errors"] = {{"EIO", eio_.load()}, {"ENOSPC", enospc_.load()}};

@@ -16,6 +16,7 @@
 #include "fs/fuse_fs.h"
 #include "fs/evictor.h"
 #include "fs/frontend.h"
+#include "fs/metrics.h"
 #include "fs/metrics_writer.h"
 #include "fs/ops.h"
 #include "fs/session_loop.h"
@@ -147,6 +148,19 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
     }
     frontend.set_evictor(evictor.get());
   }
+  // Listening before the mount exists, so a port in use fails the mount with its reason.
+  std::unique_ptr<MetricsEndpoint> endpoint;
+  if (!options.metrics_listen.empty()) {
+    auto started = MetricsEndpoint::Start(options.metrics_listen, [&] { return frontend.stats_json(); });
+    if (!started.ok()) {
+      evictor.reset();
+      fuse_remove_signal_handlers(se);
+      fuse_session_destroy(se);
+      return started.status();
+    }
+    endpoint = std::move(started).value();
+    spdlog::info("metrics at http://{}/metrics", options.metrics_listen);
+  }
   if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
@@ -157,6 +171,7 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
   MetricsWriter metrics([&] { return frontend.stats_json(); }, options.metrics_file);
   RunWorkers(se, options.workers, &frontend.requests());
   metrics.stop();
+  endpoint.reset();
   evictor.reset();  // stopped before the session it notifies goes away
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

@@ -33,6 +33,7 @@ struct MountOptions {
   bool evict = false;         // -o on_full=evict: cache mode (see fs/evictor.h)
   EvictorOptions evictor;     // -o evict_high=PCT,evict_low=PCT
   std::string metrics_file;   // -o metrics=FILE: Prometheus text, refreshed every 5 s
+  std::string metrics_listen;  // -o metrics_listen=[HOST:]PORT as HOST:PORT: the metrics over HTTP
   std::string log_file;       // -o log=FILE (default DIR/stripefs.log)
   spdlog::level::level_enum log_level = spdlog::level::info;  // -o log_level=LEVEL
 };

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "fs/request_stats.h"
+#include "fs/metrics.h"
 
 namespace stripefs::fs {
 

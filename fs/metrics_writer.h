@@ -1,4 +1,4 @@
-// -o metrics=FILE: a mount's stats document in the Prometheus text format,
+// -o metrics=FILE: a mount's metrics (fs/metrics.h) in the Prometheus text format,
 // rewritten every 5 s (and at unmount) by replacing the file, so a reader
 // never sees half of it.
 #pragma once

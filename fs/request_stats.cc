@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cmath>
+#include <map>
 
 namespace stripefs::fs {
 namespace {
@@ -65,6 +66,7 @@ void RequestStats::record(uint32_t opcode, uint64_t bytes, uint64_t ns) {
   Kind& k = kinds_[opcode < kKinds ? opcode : 0];
   k.count.fetch_add(1, std::memory_order_relaxed);
   k.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  k.sum_ns.fetch_add(ns, std::memory_order_relaxed);
   k.buckets[Bucket(ns)].fetch_add(1, std::memory_order_relaxed);
   uint64_t max = k.max_ns.load(std::memory_order_relaxed);
   while (ns > max && !k.max_ns.compare_exchange_weak(max, ns, std::memory_order_relaxed)) {
@@ -96,6 +98,15 @@ nlohmann::json RequestStats::json() const {
     auto add = [&](const char* key, uint64_t v) { j[key] = j.value(key, uint64_t{0}) + v; };
     add("count", count);
     add("bytes", k.bytes.load(std::memory_order_relaxed));
+    j["sum_us"] = j.value("sum_us", 0.0) + static_cast<double>(k.sum_ns.load(std::memory_order_relaxed)) / 1000.0;
+    // Kinds that share a name have their buckets added, bucket by bucket.
+    std::map<double, uint64_t> buckets;
+    for (const auto& pair : j.value("buckets", nlohmann::json::array())) buckets[pair[0]] += pair[1].get<uint64_t>();
+    for (int i = 0; i < kBuckets; ++i) {
+      if (b[i]) buckets[BucketUpperUs(i)] += b[i];
+    }
+    j["buckets"] = nlohmann::json::array();
+    for (const auto& [upper_us, n] : buckets) j["buckets"].push_back({upper_us, n});
     // Percentiles are the upper edge of the bucket (within 25 %); kinds that
     // share a name (rename, rename2) keep the figures of the busier one.
     if (count >= j.value("percentile_count", uint64_t{0})) {
@@ -107,56 +118,6 @@ nlohmann::json RequestStats::json() const {
     }
   }
   for (auto& [name, j] : out.items()) j.erase("percentile_count");
-  return out;
-}
-
-std::string PrometheusText(const nlohmann::json& st) {
-  std::string out;
-  auto metric = [&](const std::string& name, const char* type, const char* help) {
-    out += "# HELP stripefs_" + name + " " + help + "\n# TYPE stripefs_" + name + " " + type + "\n";
-  };
-  auto sample = [&](const std::string& name, const std::string& labels, const nlohmann::json& v) {
-    out += "stripefs_" + name + (labels.empty() ? "" : "{" + labels + "}") + " " + v.dump() + "\n";
-  };
-  const auto& req = st.at("requests");
-  metric("requests_total", "counter", "FUSE requests served, by kind");
-  for (const auto& [kind, r] : req.items()) sample("requests_total", "kind=\"" + kind + "\"", r.at("count"));
-  metric("request_bytes_total", "counter", "Bytes read or written by requests, by kind");
-  for (const auto& [kind, r] : req.items()) {
-    if (r.at("bytes").get<uint64_t>() > 0) sample("request_bytes_total", "kind=\"" + kind + "\"", r.at("bytes"));
-  }
-  metric("request_latency_microseconds", "gauge", "Request latency percentiles since mount, by kind");
-  for (const auto& [kind, r] : req.items()) {
-    for (const auto& [q, key] : {std::pair{"0.5", "p50_us"}, {"0.9", "p90_us"}, {"0.99", "p99_us"}, {"1", "max_us"}}) {
-      sample("request_latency_microseconds", "kind=\"" + kind + "\",quantile=\"" + q + "\"", r.at(key));
-    }
-  }
-  const auto& c = st.at("cache");
-  for (const char* k : {"hits", "misses", "insertions", "evictions"}) {
-    metric(std::string("cache_") + k + "_total", "counter", "RAM tier read cache events");
-    sample(std::string("cache_") + k + "_total", "", c.at(k));
-  }
-  metric("cache_bytes", "gauge", "Bytes held by the RAM tier");
-  sample("cache_bytes", "", c.at("bytes"));
-  metric("cache_capacity_bytes", "gauge", "Capacity of the RAM tier");
-  sample("cache_capacity_bytes", "", c.at("capacity"));
-  metric("dirty_bytes", "gauge", "Written bytes not yet on the drives");
-  sample("dirty_bytes", "", st.at("dirty_bytes"));
-  metric("evicted_objects_total", "counter", "Files evicted in cache mode");
-  sample("evicted_objects_total", "", st.at("eviction").at("objects"));
-  metric("repaired_blocks_total", "counter", "Blocks rewritten from an intact replica");
-  sample("repaired_blocks_total", "", st.at("repaired_blocks"));
-  metric("errors_total", "counter", "Requests answered with EIO or ENOSPC");
-  for (const auto& [e, n] : st.at("errors").items()) sample("errors_total", "errno=\"" + e + "\"", n);
-  for (const char* field : {"capacity", "used"}) {
-    const std::string name = std::string("segment_") + field + "_bytes";
-    metric(name, "gauge", field[0] == 'c' ? "Capacity of each segment" : "Used bytes of each segment");
-    for (const auto& seg : st.at("segments")) {
-      sample(name, "segment=\"" + std::to_string(seg.at("id").get<uint32_t>()) + "\",kind=\"" +
-                       seg.at("kind").get<std::string>() + "\"",
-             seg.at(field));
-    }
-  }
   return out;
 }
 

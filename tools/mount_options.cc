@@ -19,6 +19,21 @@ std::optional<unsigned> ParseCount(const std::string& text, unsigned lo, unsigne
   return static_cast<unsigned>(v);
 }
 
+// -o metrics_listen=: PORT (loopback, so the metrics are not exposed by
+// accident), HOST:PORT or [IPV6]:PORT; answered as HOST:PORT.
+Result<std::string> ParseListenAddress(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  std::string host = colon == std::string::npos ? "127.0.0.1" : text.substr(0, colon);
+  const std::string port = colon == std::string::npos ? text : text.substr(colon + 1);
+  const bool v6 = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (!ParseCount(port, 1, 65535) || host.empty() || (!v6 && host.find_first_of(":[]") != std::string::npos)) {
+    return Status::Invalid(fmt::format("-o metrics_listen= takes PORT (on 127.0.0.1), HOST:PORT or [IPV6]:PORT, "
+                                       "with PORT from 1 to 65535, not '{}'",
+                                       text));
+  }
+  return host + ":" + port;
+}
+
 }  // namespace
 
 Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts, fs::MountOptions mo) {
@@ -57,6 +72,10 @@ Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts,
       if (o.size() == 8) return Status::Invalid("-o metrics=FILE needs a file name");
       std::error_code ec;
       mo.metrics_file = std::filesystem::absolute(o.substr(8), ec).string();  // the daemon runs in /
+    } else if (o.rfind("metrics_listen=", 0) == 0) {
+      auto listen = ParseListenAddress(o.substr(15));
+      if (!listen.ok()) return listen.status();
+      mo.metrics_listen = listen.value();
     } else if (o.rfind("ram_cache=", 0) == 0) {
       mo.ram_cache = o.substr(10);
       if (mo.ram_cache != "s3fifo" && mo.ram_cache != "lru" && mo.ram_cache != "off") {

@@ -131,6 +131,18 @@ TEST(MountOptionsTest, MetricsFileIsMadeAbsolute) {
   EXPECT_EQ(Refusal({"metrics="}), "-o metrics=FILE needs a file name");
 }
 
+TEST(MountOptionsTest, MetricsListenIsLoopbackUnlessAHostIsNamed) {
+  EXPECT_EQ(Accepted({"metrics_listen=9567"}).metrics_listen, "127.0.0.1:9567");
+  EXPECT_EQ(Accepted({"metrics_listen=0.0.0.0:9567"}).metrics_listen, "0.0.0.0:9567");
+  EXPECT_EQ(Accepted({"metrics_listen=[::1]:9567"}).metrics_listen, "[::1]:9567");
+  EXPECT_EQ(Accepted({}).metrics_listen, "");
+  for (const char* bad : {"metrics_listen=", "metrics_listen=0", "metrics_listen=65536", "metrics_listen=host:",
+                          "metrics_listen=:80", "metrics_listen=::1:80", "metrics_listen=http"}) {
+    EXPECT_EQ(Refusal({bad}).rfind("-o metrics_listen= takes PORT (on 127.0.0.1), HOST:PORT or [IPV6]:PORT", 0), 0u)
+        << bad;
+  }
+}
+
 TEST(MountOptionsTest, RamCache) {
   EXPECT_EQ(Accepted({"ram_cache=s3fifo"}).ram_cache, "s3fifo");
   EXPECT_EQ(Accepted({"ram_cache=lru"}).ram_cache, "lru");

@@ -121,4 +121,49 @@ nlohmann::json RequestStats::json() const {
   return out;
 }
 
+nlohmann::json RequestStats::Interval(const nlohmann::json& before, const nlohmann::json& after, double seconds) {
+  struct Delta {
+    uint64_t count = 0, bytes = 0;
+    std::map<double, uint64_t> buckets;  // upper_us -> requests in between
+  };
+  auto delta_of = [&](const std::string& kind, const nlohmann::json& a, Delta& d) {
+    const nlohmann::json b = before.value(kind, nlohmann::json::object());
+    d.count += a.at("count").get<uint64_t>() - b.value("count", uint64_t{0});
+    d.bytes += a.at("bytes").get<uint64_t>() - b.value("bytes", uint64_t{0});
+    std::map<double, uint64_t> earlier;
+    for (const auto& pair : b.value("buckets", nlohmann::json::array())) earlier[pair[0]] = pair[1];
+    for (const auto& pair : a.value("buckets", nlohmann::json::array())) {
+      const uint64_t n = pair[1].get<uint64_t>() - earlier[pair[0].get<double>()];
+      if (n) d.buckets[pair[0]] += n;
+    }
+  };
+  auto figures = [&](const Delta& d) {
+    auto percentile = [&](double p) {
+      uint64_t seen = 0;
+      for (const auto& [upper_us, n] : d.buckets) {
+        seen += n;
+        if (static_cast<double>(seen) >= p * static_cast<double>(d.count)) return upper_us;
+      }
+      return d.buckets.empty() ? 0.0 : d.buckets.rbegin()->first;
+    };
+    const double s = seconds > 0 ? seconds : 1;
+    return nlohmann::json{{"count", d.count},
+                          {"ops_per_s", static_cast<double>(d.count) / s},
+                          {"bytes_per_s", static_cast<double>(d.bytes) / s},
+                          {"p50_us", percentile(0.50)},
+                          {"p99_us", percentile(0.99)}};
+  };
+  nlohmann::json out = nlohmann::json::object();
+  Delta metadata;
+  for (const auto& [kind, a] : after.items()) {
+    Delta d;
+    delta_of(kind, a, d);
+    if (d.count == 0) continue;
+    out[kind] = figures(d);
+    if (kind != "read" && kind != "write") delta_of(kind, a, metadata);
+  }
+  if (metadata.count) out["metadata"] = figures(metadata);
+  return out;
+}
+
 }  // namespace stripefs::fs

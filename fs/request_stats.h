@@ -19,6 +19,11 @@ class RequestStats {
   // for kinds seen; buckets: [[upper_us, count], ...] of the latency buckets
   // that hold requests, each bucket's own count, in ascending order.
   nlohmann::json json() const;
+  // What happened between two json() answers taken `seconds` apart:
+  // {"<kind>": {"count","ops_per_s","bytes_per_s","p50_us","p99_us"}} for the
+  // kinds with requests in between, plus "metadata" for every kind but read
+  // and write together. A percentile is a bucket's upper edge (as in json()).
+  static nlohmann::json Interval(const nlohmann::json& before, const nlohmann::json& after, double seconds);
 
  private:
   static constexpr int kKinds = 64;    // FUSE opcodes below 64; the rest count as "other"

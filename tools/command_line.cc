@@ -84,7 +84,7 @@ void DeclareCommands(CLI::App& app, CommandLine& cl) {
   cl.stats = app.add_subcommand("stats", "Requests, latency percentiles, RAM tier, evictions and space of a mount");
   cl.stats->add_option("MOUNTPOINT", stats.mountpoint, "A stripefs mountpoint")->required();
   cl.stats->add_flag("--json", stats.json, "Print JSON (one document per line with --watch)");
-  cl.stats->add_option("--watch", stats.watch, "Print again every SECONDS until interrupted")->check(CLI::Range(0.1, 3600.0));
+  cl.stats->add_option("--watch", stats.watch, "Then print every SECONDS what the mount did in that interval (rates, p99), until interrupted")->check(CLI::Range(0.1, 3600.0));
 
   ScrubArgs& scrub = cl.scrub_args;
   cl.scrub = app.add_subcommand("scrub", "Read and verify every replica of every file, rewriting bad blocks "

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -15,6 +16,7 @@
 
 #include "engine/pool/pool.h"
 #include "fs/control.h"
+#include "fs/request_stats.h"
 #include "tools/commands.h"
 
 namespace stripefs {
@@ -71,6 +73,31 @@ void PrintStats(const nlohmann::json& j) {
                Human(seg["used"].get<uint64_t>()), Human(seg["capacity"].get<uint64_t>()),
                seg["path"].get<std::string>());
   }
+}
+
+// "150us", "2.1ms", "-" for no requests.
+std::string Latency(const nlohmann::json& r) {
+  if (r.is_null()) return "-";
+  const double us = r["p99_us"].get<double>();
+  return us < 1000 ? fmt::format("{:.0f}us", us) : us < 1e6 ? fmt::format("{:.1f}ms", us / 1000) : fmt::format("{:.1f}s", us / 1e6);
+}
+
+// One line of `stats --watch`: what the mount did in the last interval.
+void PrintInterval(const nlohmann::json& interval, bool header) {
+  if (header) {
+    fmt::print("\n{:>8}  {:>8} {:>10} {:>9}  {:>8} {:>10} {:>9}  {:>8} {:>8}\n", "time", "read/s", "read MB/s",
+               "read p99", "write/s", "write MB/s", "write p99", "meta/s", "meta p99");
+  }
+  const auto& r = interval["requests"];
+  auto part = [&](const char* kind) { return r.contains(kind) ? r[kind] : nlohmann::json(); };
+  auto ops = [&](const nlohmann::json& k) { return k.is_null() ? 0.0 : k["ops_per_s"].get<double>(); };
+  auto mbs = [&](const nlohmann::json& k) { return k.is_null() ? 0.0 : k["bytes_per_s"].get<double>() / 1e6; };
+  const std::time_t now = std::time(nullptr);
+  char clock[16];
+  std::strftime(clock, sizeof clock, "%H:%M:%S", std::localtime(&now));
+  const auto read = part("read"), write = part("write"), meta = part("metadata");
+  fmt::print("{:>8}  {:>8.0f} {:>10.1f} {:>9}  {:>8.0f} {:>10.1f} {:>9}  {:>8.0f} {:>8}\n", clock, ops(read), mbs(read),
+             Latency(read), ops(write), mbs(write), Latency(write), ops(meta), Latency(meta));
 }
 
 }  // namespace
@@ -159,6 +186,8 @@ int RunDf(const std::string& target, bool json) {
 }
 
 int RunStats(const std::string& mountpoint, bool json, double watch) {
+  nlohmann::json previous;  // the last document, for --watch's per-interval figures
+  int lines = 0;
   for (;;) {
     auto v = LiveXattr(mountpoint, fs::kStatsXattr, 64 << 10);
     if (!v.ok()) {
@@ -169,15 +198,24 @@ int RunStats(const std::string& mountpoint, bool json, double watch) {
     }
     auto j = nlohmann::json::parse(v.value(), nullptr, false);
     if (j.is_discarded()) return Fail("the daemon's stats answer is not JSON");
+    nlohmann::json interval;
+    if (!previous.is_null()) {
+      interval = {{"seconds", j["uptime_s"].get<double>() - previous["uptime_s"].get<double>()}};
+      interval["requests"] = fs::RequestStats::Interval(previous["requests"], j["requests"], interval["seconds"]);
+    }
     if (json) {
+      if (!interval.is_null()) j["interval"] = interval;
       fmt::print("{}\n", j.dump());
+    } else if (interval.is_null()) {
+      PrintStats(j);  // totals since the mount; then a line per interval
     } else {
-      PrintStats(j);
+      PrintInterval(interval, lines++ % 20 == 0);
     }
     if (watch <= 0) return 0;
     std::fflush(stdout);
     usleep(static_cast<useconds_t>(watch * 1e6));
-    if (!json) fmt::print("\n");
+    previous = std::move(j);
+    previous.erase("interval");
   }
 }
 

@@ -28,6 +28,13 @@ ok "stats prints a table: $(grep '^RAM tier' "$TMP/stats.txt")"
 timeout 3 "$STRIPEFS" stats "$MNT" --json --watch 0.2 >"$TMP/watch.out" || true
 (( $(wc -l <"$TMP/watch.out") >= 2 )) || fail "--watch printed $(wc -l <"$TMP/watch.out") documents"
 ok "--watch repeats ($(wc -l <"$TMP/watch.out") documents in 3 s)"
+sed -n 2p "$TMP/watch.out" >"$TMP/second.json"
+assert_eq "$(json '"interval" in d and d["interval"]["seconds"] > 0 and d["interval"]["requests"]["getxattr"]["count"] >= 1' <"$TMP/second.json")" \
+    true "from the second document on, --watch gives the interval's own figures (the stats getxattr itself)"
+timeout 3 "$STRIPEFS" stats "$MNT" --watch 0.5 >"$TMP/watch.txt" || true
+grep -q "read p99" "$TMP/watch.txt" || fail "stats --watch prints no interval header: $(cat "$TMP/watch.txt")"
+grep -qE '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' "$TMP/watch.txt" || fail "stats --watch prints no interval line: $(cat "$TMP/watch.txt")"
+ok "stats --watch: $(grep -E '^[0-9]{2}:' "$TMP/watch.txt" | head -1)"
 if "$STRIPEFS" stats "$TMP" 2>"$TMP/err"; then fail "stats of a plain directory succeeded"; fi
 grep -q "not a stripefs mountpoint" "$TMP/err" || fail "stats of a plain directory: $(cat "$TMP/err")"
 

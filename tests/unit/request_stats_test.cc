@@ -121,5 +121,27 @@ TEST(RequestStatsTest, LatencyHistogramInSecondsAtPowerOfTwoBounds) {
   EXPECT_EQ(count_at(histogram("rename"), 2048e-9), 2) << "rename and rename2 share one histogram";
 }
 
+// stats --watch: the figures of what happened between two documents only.
+TEST(RequestStatsTest, IntervalCountsOnlyWhatHappenedBetweenTwoDocuments) {
+  RequestStats s;
+  for (int i = 0; i < 100; ++i) s.record(FUSE_READ, 4096, 1'000'000);  // before: 100 slow reads of 1 ms
+  s.record(FUSE_LOOKUP, 0, 1000);
+  const nlohmann::json before = s.json();
+  for (int i = 0; i < 50; ++i) s.record(FUSE_READ, 8192, 10'000);  // between: 50 reads of 10 µs
+  s.record(FUSE_WRITE, 100, 2'000'000);
+  s.record(FUSE_GETATTR, 0, 3000);
+  s.record(FUSE_CREATE, 0, 50'000);
+  const nlohmann::json iv = RequestStats::Interval(before, s.json(), 2.0);
+  EXPECT_EQ(iv["read"]["count"], 50);
+  EXPECT_DOUBLE_EQ(iv["read"]["ops_per_s"].get<double>(), 25.0);
+  EXPECT_DOUBLE_EQ(iv["read"]["bytes_per_s"].get<double>(), 50 * 8192 / 2.0);
+  EXPECT_NEAR(iv["read"]["p99_us"].get<double>(), 10, 10 * 0.25) << "the 1 ms reads before the interval do not count";
+  EXPECT_EQ(iv["write"]["count"], 1);
+  EXPECT_FALSE(iv.contains("lookup")) << "no lookup in between";
+  EXPECT_EQ(iv["metadata"]["count"], 2) << "getattr and create, not read or write";
+  EXPECT_NEAR(iv["metadata"]["p99_us"].get<double>(), 50, 50 * 0.25);
+  EXPECT_NEAR(iv["metadata"]["p50_us"].get<double>(), 3, 3 * 0.25);
+}
+
 }  // namespace
 }  // namespace stripefs::fs

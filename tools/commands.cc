@@ -118,4 +118,28 @@ std::string Human(uint64_t b) {
   return u == 0 ? fmt::format("{}B", b) : fmt::format("{:.1f}{}", v, units[u]);
 }
 
+std::string Clock(double seconds) {
+  const auto s = static_cast<uint64_t>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+void Progress::show(uint64_t done, uint64_t total, std::string_view more) {
+  if (!on_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (shown_ && now - drawn_ < std::chrono::milliseconds(200)) return;
+  drawn_ = now;
+  std::string line = fmt::format("{}: {}", what_, Human(done));
+  if (total > 0) {
+    // The total is an estimate (used space, not replica bytes), so the line
+    // never claims 100 % or a zero ETA before the work is done.
+    const double fraction = std::min(0.99, static_cast<double>(done) / static_cast<double>(total));
+    const double elapsed = std::chrono::duration<double>(now - started_).count();
+    line += fmt::format(" of about {} ({:.0f}%)", Human(total), 100 * fraction);
+    if (fraction > 0.01 && elapsed > 1) line += ", ETA " + Clock(elapsed * (1 - fraction) / fraction);
+  }
+  if (!more.empty()) line += fmt::format(", {}", more);
+  fmt::print(stderr, "\r\033[K{}", line);  // \033[K: clear what a longer line left
+  shown_ = true;
+}
+
 }  // namespace stripefs

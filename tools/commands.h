@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -47,27 +48,33 @@ std::string Human(uint64_t bytes);
 // is asked only once. kNotFound when the path is gone.
 Result<std::string> LiveXattr(const std::string& path, std::string_view name, size_t initial = 4096);
 
-// Running totals on stderr when it is a terminal; nothing otherwise.
+// A progress line on stderr when it is a terminal (nothing otherwise),
+// redrawn at most 5 times a second: the bytes done of about how many, and the
+// time left at the rate so far. The summary that follows starts on its own line.
 class Progress {
  public:
   explicit Progress(const char* what) : what_(what), on_(isatty(STDERR_FILENO) == 1) {}
-  void show(std::string_view status) {
-    if (!on_) return;
-    fmt::print(stderr, "\r{}: {}   ", what_, status);
-    shown_ = true;
-  }
+  // total: what done should reach (0: unknown, no percentage or ETA).
+  void show(uint64_t done, uint64_t total, std::string_view more = {});
   void show(uint64_t files, const ScrubReport& r) {
-    if (on_) show(fmt::format("{} files, {} checked, {} blocks repaired", files, Human(r.bytes), r.repaired_blocks));
+    if (on_) show(r.bytes, r.planned_bytes, fmt::format("{} files, {} blocks repaired", files, r.repaired_blocks));
   }
-  ~Progress() {
+  // Ends the line, so what is printed next (the summary) starts on its own.
+  void finish() {
     if (shown_) fmt::print(stderr, "\n");
+    shown_ = false;
   }
+  ~Progress() { finish(); }
 
  private:
   const char* what_;
   bool on_;
   bool shown_ = false;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now(), drawn_;
 };
+
+// "0:42", "1:02:03".
+std::string Clock(double seconds);
 
 // Each returns the process's exit status.
 int RunPlacement(const std::string& path, const std::string& meta_dir, bool json);

@@ -86,6 +86,7 @@ int RunScrub(const std::string& target, bool json) {
     uint64_t files = 0;
     Progress progress("scrub");
     auto r = pool.value()->scrub([&](const ScrubReport& so_far) { progress.show(++files, so_far); });
+    progress.finish();
     if (!r.ok()) return Fail(r.status());
     return PrintScrub(r.value(), files, json);
   }
@@ -97,6 +98,12 @@ int RunScrub(const std::string& target, bool json) {
   struct stat root;
   if (stat(target.c_str(), &root) != 0) return Fail(fmt::format("{}: {}", target, strerror(errno)));
   ScrubReport total;
+  if (auto df = LiveXattr(target, fs::kDfXattr); df.ok()) {  // about what the scrub reads, for the progress line
+    auto j = nlohmann::json::parse(df.value(), nullptr, false);
+    for (const auto& s : j.is_discarded() ? nlohmann::json::array() : j["segments"]) {
+      if (s.value("state", "present") == "present") total.planned_bytes += s["used"].get<uint64_t>();
+    }
+  }
   uint64_t files = 0;
   std::set<ino_t> seen;  // a file with several links is scrubbed once
   Progress progress("scrub");
@@ -127,6 +134,7 @@ int RunScrub(const std::string& target, bool json) {
     }
     progress.show(files, total);
   }
+  progress.finish();
   if (ec) return Fail(fmt::format("walking {}: {}", target, ec.message()));
   return PrintScrub(total, files, json);
 }

@@ -67,7 +67,8 @@ int RunFsck(const std::string& meta_dir, bool verify) {
   Result<std::vector<std::string>> problems = std::vector<std::string>{};
   {
     Progress progress("fsck --verify");
-    problems = pool.value()->fsck(verify, &notes, [&](uint64_t bytes) { progress.show(Human(bytes) + " checked"); });
+    problems = pool.value()->fsck(verify, &notes,
+                                  [&](uint64_t bytes, uint64_t about) { progress.show(bytes, about, "checked"); });
   }
   if (!problems.ok()) return Fail(problems.status());
   for (const auto& n : notes) fmt::print("{}\n", n);

@@ -18,7 +18,7 @@ namespace stripefs {
 using meta::InodeRecord;
 
 Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string>* notes,
-                                            const std::function<void(uint64_t bytes)>& progress) {
+                                            const std::function<void(uint64_t bytes, uint64_t about)>& progress) {
   std::vector<std::string> problems;
   auto problem = [&](std::string p) { problems.push_back(std::move(p)); };
 
@@ -109,6 +109,9 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
                                  orphans.size()));
   }
 
+  uint64_t allocated = 0;  // every replica's reserved space: what verify reads, or a little more
+  for (const auto& [ino, r] : inodes) allocated += S_ISREG(r.mode) ? r.allocated : 0;
+
   struct Placed {
     uint64_t offset, len, ino, index;
   };
@@ -190,7 +193,7 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
           }
         }
       }
-      if (progress) progress(verified_blocks[0] * meta::kBlockSize);
+      if (progress) progress(verified_blocks[0] * meta::kBlockSize, allocated);
     }
     return true;
   }));

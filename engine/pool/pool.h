@@ -131,9 +131,10 @@ class Pool {
   Result<meta::InodeRecord> resolve(const std::string& path);
   // Every inconsistency found, one line each; empty when clean. With verify,
   // also reads every block and checks its checksum.
-  // progress (with verify) sees the bytes read and checked so far, after each chunk.
+  // progress (with verify) sees the bytes read and checked so far, after each
+  // chunk, and about how many it will reach (the files' allocated space).
   Result<std::vector<std::string>> fsck(bool verify, std::vector<std::string>* notes,
-                                        const std::function<void(uint64_t bytes)>& progress = {});
+                                        const std::function<void(uint64_t bytes, uint64_t about)>& progress = {});
   // Scrubs every file of a pool opened with Mode::kMount (see ObjectStore::scrub)
   // and syncs the repairs; progress sees the running total after each file.
   Result<ScrubReport> scrub(const std::function<void(const ScrubReport&)>& progress);

@@ -137,6 +137,8 @@ Result<ScrubReport> Pool::scrub(const std::function<void(const ScrubReport&)>& p
     return true;
   }));
   ScrubReport total;
+  SFS_ASSIGN_OR_RETURN(auto usage, this->usage());
+  for (const auto& u : usage) total.planned_bytes += u.missing ? 0 : u.used;
   for (const auto& inode : files) {
     SFS_ASSIGN_OR_RETURN(auto obj, store_->object(inode));
     auto one = store_->scrub(*obj);

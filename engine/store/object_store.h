@@ -51,6 +51,9 @@ struct ScrubReport {
   uint64_t repaired_blocks = 0;   // 4 KiB blocks rewritten from an intact replica
   uint64_t missing_replicas = 0;  // on drives absent from a degraded mount: replace-drive rebuilds them
   std::vector<std::string> unrepairable;  // one line per chunk that still has a bad block
+  // Set by Pool::scrub before it starts: about what `bytes` will reach (the
+  // present segments' used bytes), for a progress line's total and ETA.
+  uint64_t planned_bytes = 0;
 
   void add(const ScrubReport& other);
 };

@@ -63,6 +63,14 @@ assert_eq "$(json '(d["files"], d["repaired_blocks"], d["unrepairable"], d["chun
 (cd "$MNT" && sha256sum -c --quiet "$TMP/sums") || fail "files differ after scrub"
 ok "every file reads back after the scrub"
 
+# on_terminal CMD...: CMD's stdout and stderr as a terminal shows them, carriage returns and the line clear removed.
+on_terminal() { script -qec "$(printf '%q ' "$@")" /dev/null | sed 's/\x1b\[K//g' | tr -d '\r'; }
+on_terminal "$STRIPEFS" scrub "$MNT" >"$TMP/tty.out"
+cat "$TMP/tty.out"
+grep -Eq '^scrub: .* of about [0-9.]+[KMG]i?B? \([0-9]+%\)' "$TMP/tty.out" || fail "no progress line with a total on a terminal"
+grep -q '^checked 7 files, ' "$TMP/tty.out" || fail "the summary does not start its own line after the progress"
+ok "on a terminal, scrub shows its progress against a total and prints the summary on its own line"
+
 # 3. replace-drive: the drive holding chunk 0 of single is deleted.
 lost=$(replica "$MNT/single" 0 0 segment)
 uri=$("$STRIPEFS" placement "$MNT/single" --json | json 'd["uri"]')
@@ -99,6 +107,8 @@ rm "$MNT/single"
 "$STRIPEFS" scrub "$MNT" >/dev/null || fail "scrub after replace-drive and removing single"
 unmount_pool
 "$STRIPEFS" fsck "$META" --verify >/dev/null || fail "fsck --verify after replace-drive: $("$STRIPEFS" fsck "$META" --verify)"
+on_terminal "$STRIPEFS" fsck "$META" --verify >"$TMP/tty.out"
+grep -Eq '^fsck --verify: .* of about .*%\)' "$TMP/tty.out" || fail "fsck --verify on a terminal: $(cat "$TMP/tty.out")"
 ok "fsck --verify is clean"
 # The second replica of every rebuilt chunk is on the new drive: reading from it alone must work.
 mv "${DRIVES[$other]}" "$TMP/other.img"

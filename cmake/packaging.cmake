@@ -12,7 +12,9 @@
 #   /etc/stripefs/example.conf.sample                      the unit reads /etc/stripefs/NAME.conf
 #   PREFIX/share/man/man1/stripefs.1.gz, man8/mount.fuse.stripefs.8.gz
 #   PREFIX/share/bash-completion/completions/stripefs
-#   PREFIX/share/doc/stripefs/{README.md,operations.md}
+#   PREFIX/share/doc/stripefs/{README.md,operations.md,semantics.md}
+#   PREFIX/share/doc/stripefs/copyright                    the .deb only (Debian's machine-readable format)
+#   PREFIX/share/doc/stripefs/LICENSE                      the .rpm only, as its %license
 
 include(GNUInstallDirs)
 set(_pkg ${PROJECT_SOURCE_DIR}/packaging)
@@ -48,6 +50,14 @@ install(FILES ${_pkg_out}/install/stripefs@.service DESTINATION lib/systemd/syst
 install(FILES ${_pkg}/example.conf.sample DESTINATION /etc/stripefs)
 install(FILES ${_pkg}/completion/stripefs DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/operations.md
+              ${PROJECT_SOURCE_DIR}/docs/semantics.md
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/stripefs)
+# The license, as each format wants it: Debian a copyright file in the
+# package's doc directory (the full text is /usr/share/common-licenses/Apache-2.0),
+# RPM the license text marked %license. Both are installed (so `cmake
+# --install` has them too); the pre-build script below drops from each
+# package the one the other format wants.
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${_pkg}/deb/copyright
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/stripefs)
 
 # --- CPack -------------------------------------------------------------------
@@ -55,9 +65,15 @@ set(CPACK_GENERATOR "DEB;RPM")
 set(CPACK_PACKAGE_NAME stripefs)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR "stripefs")
-set(STRIPEFS_PACKAGE_CONTACT "stripefs maintainers <root@localhost>"
+set(_default_contact "stripefs developers <maintainers@stripefs.dev>")
+set(STRIPEFS_PACKAGE_CONTACT "${_default_contact}"
     CACHE STRING "Maintainer named in the .deb and .rpm")
+# A build tree configured before carries the old placeholder in its cache.
+if(STRIPEFS_PACKAGE_CONTACT STREQUAL "stripefs maintainers <root@localhost>")
+  set(STRIPEFS_PACKAGE_CONTACT "${_default_contact}" CACHE STRING "Maintainer named in the .deb and .rpm" FORCE)
+endif()
 set(CPACK_PACKAGE_CONTACT "${STRIPEFS_PACKAGE_CONTACT}")
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "FUSE filesystem that stripes files over NVMe drives")
 string(CONCAT CPACK_PACKAGE_DESCRIPTION
     "stripefs stores every file as an object cut into fixed-size chunks and stripes\n"
@@ -72,6 +88,16 @@ set(CPACK_STRIP_FILES ON)
 # `make package` copies the packages to dist/; staging stays in the build tree.
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/cpack)
 set(CPACK_OUTPUT_FILE_PREFIX ${PROJECT_SOURCE_DIR}/dist)
+# Runs in the staging tree of each package before it is built: the .deb
+# keeps the copyright file, the .rpm the LICENSE (see the install rule above).
+set(_doc_staged "\${CPACK_TEMPORARY_DIRECTORY}\${CPACK_PACKAGING_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/doc/stripefs")
+file(WRITE ${_pkg_out}/license_files.cmake
+     "if(CPACK_GENERATOR STREQUAL \"DEB\")\n"
+     "  file(REMOVE \"${_doc_staged}/LICENSE\")\n"
+     "elseif(CPACK_GENERATOR STREQUAL \"RPM\")\n"
+     "  file(REMOVE \"${_doc_staged}/copyright\")\n"
+     "endif()\n")
+set(CPACK_PRE_BUILD_SCRIPTS ${_pkg_out}/license_files.cmake)
 
 # deb: stripefs_VERSION_ARCH.deb; the shared libraries' packages come from
 # dpkg-shlibdeps, fuse3 (fusermount3, /dev/fuse setup) is named by hand.
@@ -89,13 +115,15 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 # shared libraries, fuse3 is named by hand.
 set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
 set(CPACK_RPM_PACKAGE_RELEASE 1)
+set(CPACK_RPM_PACKAGE_LICENSE "Apache-2.0")
 set(CPACK_RPM_PACKAGE_REQUIRES "fuse3")
 set(CPACK_RPM_PACKAGE_AUTOREQ yes)
 set(CPACK_PACKAGE_RELOCATABLE OFF)  # absolute paths (/sbin, /etc): a relocatable rpm makes no sense
 set(CPACK_RPM_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION}")
 # CPack marks files installed to absolute paths as %config; only the sample
-# is one, the helper is a plain file.
-set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/stripefs/example.conf.sample" "%attr(0755,root,root) /sbin/mount.fuse.stripefs")
+# is one, the helper is a plain file. The license text is the package's %license.
+set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/stripefs/example.conf.sample" "%attr(0755,root,root) /sbin/mount.fuse.stripefs"
+    "%license ${CPACK_PACKAGING_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/doc/stripefs/LICENSE")
 # No /usr/lib/.build-id links: that tree is shared with every other package.
 set(CPACK_RPM_SPEC_MORE_DEFINE "%define _build_id_links none")
 set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${_pkg}/rpm/post)

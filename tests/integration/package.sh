@@ -67,6 +67,7 @@ EXPECTED_FILES=(
     /usr/share/bash-completion/completions/stripefs
     /usr/share/doc/stripefs/README.md
     /usr/share/doc/stripefs/operations.md
+    /usr/share/doc/stripefs/semantics.md
 )
 # The only directories the packages may own; every other is the system's.
 OWN_DIRS=(/etc/stripefs /usr/share/doc/stripefs)
@@ -83,6 +84,14 @@ grep -qx 'libc6' <<<"$dep_names" || fail "the deb has no shlibdeps dependency on
 ok "deb Depends: $depends"
 dpkg-deb -c "$DEB" | awk '{print $NF}' | sed 's|^\./|/|; s|/$||' >"$TMP/deb.files"
 for f in "${EXPECTED_FILES[@]}"; do grep -qxF "$f" "$TMP/deb.files" || fail "the deb lacks $f"; done
+# The license: a real maintainer, and Debian's machine-readable copyright file (Apache-2.0) in the deb.
+assert_eq "$(dpkg-deb -f "$DEB" Maintainer)" "stripefs developers <maintainers@stripefs.dev>" "deb Maintainer"
+dpkg-deb --fsys-tarfile "$DEB" | tar -xOf - ./usr/share/doc/stripefs/copyright >"$TMP/copyright" \
+    || fail "the deb has no /usr/share/doc/stripefs/copyright"
+head -n 1 "$TMP/copyright" | grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' \
+    || fail "the deb's copyright file is not in the machine-readable format"
+grep -qx 'License: Apache-2.0' "$TMP/copyright" || fail "the deb's copyright file does not name Apache-2.0"
+ok "deb: Maintainer, and a copyright file under Apache-2.0"
 ok "the deb holds the binary, helper, unit, sample, man pages, completion, docs"
 dpkg-deb --ctrl-tarfile "$DEB" | tar -xOf - ./conffiles >"$TMP/conffiles"
 assert_eq "$(cat "$TMP/conffiles")" /etc/stripefs/example.conf.sample "deb conffiles"
@@ -91,6 +100,8 @@ assert_eq "$(cat "$TMP/conffiles")" /etc/stripefs/example.conf.sample "deb conff
 rpm -qpl "$RPM" >"$TMP/rpm.files" 2>"$TMP/rpm.err" || fail "rpm -qpl failed: $(cat "$TMP/rpm.err")"
 for f in "${EXPECTED_FILES[@]}"; do grep -qxF "$f" "$TMP/rpm.files" || fail "the rpm lacks $f"; done
 ok "rpm -qpl lists /usr/bin/stripefs and the other files"
+assert_eq "$(rpm -qp --qf '%{LICENSE}' "$RPM" 2>/dev/null)" Apache-2.0 "rpm License"
+assert_eq "$(rpm -qpL "$RPM" 2>/dev/null)" /usr/share/doc/stripefs/LICENSE "rpm license files"
 # rpm --dump: path size mtime digest mode ...; a mode of 04xxxx is a directory.
 rpm -qp --dump "$RPM" 2>/dev/null | awk '$5 ~ /^04/ {print $1}' >"$TMP/rpm.dirs"
 while read -r d; do

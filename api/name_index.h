@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NameIndex: names to values, for the object API's remembered names, where
 // every get starts with a lookup. An open-addressing table (linear probing,
 // at most half full) of slots holding a name's hash and a pointer to an entry

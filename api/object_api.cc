@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The object API (engine/include/stripefs/objects.h) over a Pool opened as a
 // mount would open it: names resolve through the namespace, data goes through
 // the ObjectStore and its RAM tier.

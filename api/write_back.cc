@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WriteBackBuffer (see write_back.h).
 #include "api/write_back.h"
 

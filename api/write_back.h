@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RAM tier's write-back buffer for small objects put through the object
 // API. A put is kept in memory and answered at once; the bytes reach the
 // drives (ObjectStore::replace_many: up to 512 objects per commit) when the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC-32C with the SSE4.2 instruction where available (8 bytes a step) and a
 // byte-wise table otherwise.
 #include "base/crc32c.h"

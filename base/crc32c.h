@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC-32C (Castagnoli), the checksum of every stored 4 KiB block.
 #pragma once
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place a Status becomes an errno (at the FUSE edge and the object API).
 #include <cerrno>
 

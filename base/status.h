@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one error type of stripefs. Every layer returns Status or Result<T>; it
 // lives in base/, below every layer, so the I/O seam needs nothing of meta/.
 // fs/ converts a Status to an errno at the FUSE edge, tools/ prints message().

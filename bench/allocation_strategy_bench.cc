@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // allocation_strategy_bench: reproduces the tables of seed 000 (Mooncake's
 // AllocationStrategy benchmark, /work/shared/BENCHMARKS.md §1) with stripefs's
 // own allocator (NewBestFitAllocator) and placement strategies, through the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // allocator_microbench: the cost of one allocator or placer operation.
 //
 //   BM_AllocRelease/<size>/<fill%>   allocate + release of one extent on a 1 TiB

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/append_bench.py: concurrent O_APPEND writers of tiny records, on raw, stripefs and mergerfs, interleaved.
 
 The shape of a log shared by several processes (issue 20, item 9): --writers

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/bench_targets.py: the targets the comparison benches run on, set up and torn down.
 
 What bench/compare (fio) and bench/sqlite_bench.py share: one backing (a tmpfs

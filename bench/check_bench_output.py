@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks that latency_bench, ycsb_bench or sqlite_bench.py printed every row
 and column the seeds call for (used by smoke_test.sh). Shapes only: no timing
 is judged, a measured value only has to be a non-negative number.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Compares an allocation_strategy_bench output with the seed's tables (BENCHMARKS.md §1).
 
 usage: compare_seed.py OURS.tsv [SEED.txt] [--markdown]

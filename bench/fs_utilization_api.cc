@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fs_utilization_api: the seed-000 utilization workload (BENCHMARKS.md §5)
 // through the object API, on an unmounted pool. bench/fs_utilization_bench.py
 // runs it beside the same workload through a mount and prints both.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fs_utilization_bench: how much of the drive capacity the seed-000 workload
 fills (BENCHMARKS.md §5), through a mount and through the object API.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // latency_bench: BENCHMARKS.md §3, the rows of RAMCloud's latency suite
 // (seed 003, clusterperf) for stripefs, one table per target:
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Median of several runs of latency_bench or ycsb_bench (their --json files),
 printed as Markdown: one row per (target, row) for latency_bench, one per
 (workload, target) for ycsb_bench, with the spread (min-max) of the main figure.

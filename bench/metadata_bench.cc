@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // metadata_bench: file create, stat, readdir and unlink rates of one or more
 // directories (a plain directory on the backing, a stripefs mount, a mergerfs
 // mount, ...), measured the same way on each, interleaved.

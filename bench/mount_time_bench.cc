@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mount_time_bench: how long Pool::Open(meta_dir, kMount) takes with N chunk
 // records, and how long `stripefs fsck` (Pool::Open(kCheck) + fsck(false)) takes.
 //

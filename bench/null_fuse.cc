@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // null_fuse: a FUSE filesystem that stores nothing, to measure the ceiling of
 // the FUSE transport on a machine (issue 4). The root directory holds N files
 // (f0..f{N-1}, or as --name-format says) of a fixed size; reads are answered

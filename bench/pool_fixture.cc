@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See pool_fixture.h.
 #include "pool_fixture.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What latency_bench and ycsb_bench share: a work directory on the chosen
 // backing, pools made and mounted with the stripefs binary (as a user would),
 // and a cleanup that unmounts and removes everything the benchmark made on

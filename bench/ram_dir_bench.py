@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A ram directory against a drive directory of the same mount.
 
 Formats a pool (2 drive files and a RAM segment) in --dir, mounts it, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Smoke test of latency_bench, ycsb_bench or sqlite_bench.py (ctest label
 # "bench"): runs the benchmark with tiny sizes in a private directory on
 # /dev/shm and checks that its output has every expected row and column

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/sqlite_bench.py: sqlite commits/s on the raw backing, a stripefs mount and mergerfs, interleaved.
 
 A real application's bench (BENCHMARKS.md section 6): sqlite3 (Python's

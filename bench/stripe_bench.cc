@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // stripe_bench: BENCHMARKS.md §2 (seed 002). Stores and loads objects of 2, 14
 // and 16 MiB, 64 in flight, through the engine's object API (FormatPool,
 // Pool::Open(kMount), Namespace::create, ObjectStore::object/write/read; no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ycsb_bench: BENCHMARKS.md §4 (seed 004). The YCSB core workloads, written
 // here in C++ after YCSB's CoreWorkload, against four targets in one run:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stripefs object API in a few lines: store, read back by name and by
 // URI, read a range, append, list, remove. Run it on an unmounted pool:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control interface's names, and the CLI's reading of placement pages
 // (see control.h).
 #include "fs/control.h"

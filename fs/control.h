@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control interface of a mount: the virtual xattrs the daemon answers
 // for the admin commands (`stripefs placement`, df, scrub, stats, add-drive)
 // and the layout view, as Lustre and CephFS expose layouts. Each name and the

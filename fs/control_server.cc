@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's answers to the control xattrs (see control_server.h, and
 // control.h for each name and the JSON of its answer).
 #include "fs/control_server.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The daemon's side of the control interface (fs/control.h): answers the
 // control xattrs of a mount — placement (whole or in pages), df, scrub,
 // stats, add_drive and layout — from the pool. The FUSE xattr ops hand it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Evictor: least-recently-used eviction of whole objects (see evictor.h).
 #include "fs/evictor.h"
 

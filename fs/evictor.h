@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cache mode (-o on_full=evict): the pool as a cache that makes room instead
 // of failing when full. Whole objects (regular files) are evicted, least
 // recently used first: in the background once drive use passes the high

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // File data: open handles, read, write, truncate, fallocate, seek, release,
 // fsync (see ops.h).
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replies every op shares (see frontend.h).
 #include "fs/frontend.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state of a mounted pool's FUSE frontend, and the replies every op
 // shares: a request's Frontend, Status turned into errno (here only, at the
 // FUSE edge), an inode record turned into stat and entry replies. The ops

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mount: the FUSE session over a Pool, its lifecycle (Serve), and the
 // table of operations (fs/ops.h) with the few that concern the whole mount.
 #define FUSE_USE_VERSION 314

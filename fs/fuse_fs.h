@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FUSE low-level frontend: inode and handle bookkeeping, each request
 // turned into a namespace or object-store call, Status turned into errno.
 // No placement and no I/O here. The ops are in ops.h, the state they share

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Prometheus view of a mount's stats (see metrics.h).
 #include "fs/metrics.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A mount's stats document (Frontend::stats_json, the JSON of `stripefs
 // stats --json`) as Prometheus metric families: what -o metrics=FILE writes
 // in the text format and -o metrics_listen=ADDR:PORT serves over HTTP at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Prometheus metrics file of a mount (see metrics_writer.h).
 #include "fs/metrics_writer.h"
 

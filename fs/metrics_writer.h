@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // -o metrics=FILE: a mount's metrics (fs/metrics.h) in the Prometheus text format,
 // rewritten every 5 s (and at unmount) by replacing the file, so a reader
 // never sees half of it.

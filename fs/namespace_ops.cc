@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names and directories: lookup, attributes, create, link, unlink, rename,
 // directory listings (see ops.h).
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FUSE low-level operations, by what they act on; MakeOps (fuse_fs.cc)
 // puts them in the table libfuse calls. Each replies to its request itself,
 // and turns a failing Status into errno only there (see frontend.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RequestStats: see request_stats.h.
 #include "fs/request_stats.h"
 

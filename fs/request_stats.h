@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-request-kind counters and latency histograms of a mount: what `stripefs
 // stats` and the Prometheus metrics (fs/metrics.h) report. Recorded by the session loop
 // around each request (the handler's whole time, reply included); lock-free.

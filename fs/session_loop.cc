@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FUSE session loop: see session_loop.h.
 #include "fs/session_loop.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FUSE session loop stripefs serves requests with (and bench/null_fuse
 // measures the transport with).
 #pragma once

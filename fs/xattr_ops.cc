@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Extended attributes: the stored user.* ones (layout settings checked
 // against the pool), and the control names the daemon answers (see
 // fs/control.h and control_server.h).

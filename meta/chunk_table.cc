@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The chunk table: see chunk_table.h.
 #include "meta/chunk_table.h"
 

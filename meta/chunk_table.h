@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The chunk table: the one place that reads a file's chunk records from the
 // metadata store and puts them into transactions. A chunk is stored as its
 // placement record ('C': length, reserved bytes, each replica's extents) and

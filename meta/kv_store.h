@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The key-value seam under all metadata. RocksDB is the embedded default;
 // MemKvStore backs unit tests; a distributed transactional KV can replace both.
 #pragma once

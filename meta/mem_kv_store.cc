@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // In-memory KvStore: an ordered map under a mutex.
 #include <map>
 #include <mutex>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace operations. Each one reads what it needs (cache first), builds one
 // Transaction, commits it, and only then updates the cache. This file: the
 // shared record helpers, reads (get, lookup, list), attributes and xattrs,

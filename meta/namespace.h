@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The namespace: inodes, directory entries, attributes and xattrs, kept in a
 // KvStore. Each public mutation is one Transaction. Thread-safe: one mutex
 // serializes mutations; inode records are cached in memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace operations on directory entries: create (and reserve/add, its
 // two halves for the write-back buffer), link, unlink, rmdir and rename.
 // Like the rest of the namespace (namespace.cc), each reads what it needs,

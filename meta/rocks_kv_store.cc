@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvStore on RocksDB. One WriteBatch per Transaction; sync commits sync the WAL.
 #include <rocksdb/db.h>
 #include <rocksdb/table.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Encodings of the metadata records: little-endian fixed-width fields behind
 // a version byte. A decoder refuses any version it does not know.
 #include "meta/schema.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The metadata schema: key layout and versioned record encodings.
 //
 // Keys (integers big-endian so RocksDB orders them numerically):

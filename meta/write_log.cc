@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The write log's segments. A record on file: u32 length, u32 CRC-32C of the
 // length and the bytes, then the bytes. A reader stops a segment at the first
 // frame that is short or fails its check: what follows was never acknowledged

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The write log behind KvStore::append_log(): a sequence of records in
 // segments, each record framed with its length and CRC-32C so a record torn
 // by a power cut is recognised and not read. FileWriteLog keeps the segments

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The subcommands of `stripefs` and their options, as CLI11 declarations (see command_line.h).
 #include "tools/command_line.h"
 

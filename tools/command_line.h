@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stripefs command line: the arguments of each subcommand as a struct, and
 // the CLI11 declaration that fills it — names, help texts and checks, i.e.
 // what `stripefs SUBCOMMAND --help` prints (packaging/man/stripefs.1 and the

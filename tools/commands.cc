@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the subcommands share (see tools/commands.h).
 #include <fmt/format.h>
 #include <sys/stat.h>

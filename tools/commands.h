@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The work of each stripefs subcommand, and what the subcommands share: an
 // error printed as "stripefs: ..." (exit 1), drive specs, sizes for people,
 // the xattr channel to a live mount's daemon and a progress line. main()

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mount daemon (see daemon.h).
 #include "tools/daemon.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mount daemon: what `stripefs mount` does once its arguments are parsed.
 // It forks (unless -f) and reports readiness back through a pipe, sets up the
 // daemon's logging, opens the pool and applies the mount options to it, keeps

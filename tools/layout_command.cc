@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // stripefs layout DIR [KEY=VALUE ...]: shows, and sets, the layout attributes
 // of a directory on a mounted pool (engine/pool/layout.h). The daemon refuses
 // a value it cannot honour with EINVAL, and setxattr(2) has no way to carry

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The -o options of `stripefs mount` (see mount_options.h).
 #include "tools/mount_options.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `-o` options of `stripefs mount`: each option checked and turned into its
 // field of fs::MountOptions. No printing and no exit here; the command prints
 // the message of a refused option and exits 2.

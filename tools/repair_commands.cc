@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scrub, add-drive and replace-drive: checking and repairing data, and
 // changing a pool's drives, online (through the daemon) or offline.
 #include <fmt/format.h>

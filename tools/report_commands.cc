@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // placement, df and stats: read-only answers, from a live mount's daemon
 // (fs/control.h) or from an unmounted pool's metadata.
 #include <fmt/format.h>

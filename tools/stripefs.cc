@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stripefs command: main() and the subcommands that own a pool's whole
 // life (mkfs, mount, fsck); the others are in tools/report_commands.cc and
 // tools/repair_commands.cc (see tools/commands.h).

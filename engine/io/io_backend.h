@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The I/O seam: every byte stripefs moves to or from a drive goes through an
 // IoBackend, so tests can inject errors and power cuts.
 #pragma once

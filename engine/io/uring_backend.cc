@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IoBackend on liburing. Rings are pooled: a caller borrows one for the
 // duration of run(), so concurrent FUSE workers never share a ring.
 #include <fmt/format.h>

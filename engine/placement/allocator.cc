@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The segment allocators and their registry by name. Best fit: free runs kept
 // in two ordered indexes (by offset for coalescing, by length for best fit).
 #include <fmt/format.h>

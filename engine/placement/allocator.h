@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-segment space allocation. The in-memory free map is rebuilt at mount
 // from the chunk records (mark_used), so it never disagrees with them after a crash.
 #pragma once

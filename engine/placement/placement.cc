@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The placement strategies and the Placer.
 #include "engine/placement/placement.h"
 

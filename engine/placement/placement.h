@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement: which segments a new chunk's replicas go to. A strategy only
 // ranks segments; the Placer reserves the space. Where a chunk ends up is
 // recorded in its ChunkRecord and never recomputed (DESIGN invariant 1).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A drive as a file or block device: sizing it, opening it for data I/O, and
 // opening one that is to join a pool (see drive_files.h).
 #include "engine/pool/drive_files.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to engine/pool/: a drive as a file or block device. Its size, the
 // bytes of it chunks can use, opening it for data I/O, and opening one that
 // is to join a pool (format, add-drive, replace-drive and open share these).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A pool's drives after format: adding one to an unmounted pool (AddDrive)
 // or to a mounted one in use (add_drive), and putting a new drive in place of
 // a missing or failing one (ReplaceDrive).

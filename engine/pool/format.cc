@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Formatting a pool: checking the options (sizes, chunk size, strategy,
 // replicas), writing every drive's superblock and creating the metadata store.
 #include <fcntl.h>

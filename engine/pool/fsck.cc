@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pool::fsck: the offline consistency check of an unmounted pool.
 #include <fmt/format.h>
 #include <sys/stat.h>

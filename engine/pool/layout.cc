@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-directory layout attributes.
 #include "engine/pool/layout.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-directory layout, in the manner of directory layout attributes on
 // parallel filesystems: user.stripefs.strategy, user.stripefs.chunk_size and
 // user.stripefs.replicas set on a directory decide how files created in it are

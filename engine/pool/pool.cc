@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pool: opening a pool (its configuration, drives with their checks, the RAM
 // segment, allocators rebuilt from the chunk records) and closing it; paths
 // resolved to inodes. Format is in format.cc, adding and replacing drives in

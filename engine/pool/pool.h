@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A pool: its metadata store, its drives (each with a superblock naming the
 // pool), their allocators, the namespace and the object store on top.
 #pragma once

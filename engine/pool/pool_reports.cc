@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pool reports: the JSON answers of `stripefs df` (usage_json) and
 // `stripefs placement` (placement), read the same way on a live mount (the
 // daemon answers them, see fs/control.h) and on an unmounted pool.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scrub: read every replica of every chunk, check each block, rewrite bad
 // blocks from an intact replica. Online per object (ObjectStore::scrub, what
 // `stripefs scrub MOUNTPOINT` asks the daemon for, file by file) and offline

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a pool holds and has left: the room on the metadata directory's file
 // system and the reserve kept there for deletes, and the capacity and use of
 // the drives and the RAM segment.

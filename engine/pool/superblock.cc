@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Superblock encoding: a fixed 4 KiB block with magic, fields and a crc32c.
 #include "engine/pool/superblock.h"
 

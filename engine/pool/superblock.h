@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The superblock at the start of every drive: which pool, which segment.
 #pragma once
 

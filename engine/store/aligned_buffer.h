@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A 4 KiB-aligned byte buffer, as O_DIRECT needs.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ObjectStore's checked reads: every block read from a drive is verified
 // against its checksum; a block that fails is read from another replica and
 // the bad copy rewritten from the good one (repair on read). Reads of whole

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ChunkCache and its eviction policies.
 #include "engine/store/chunk_cache.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RAM tier's read cache: the verified contents of whole chunks, by
 // (inode, chunk index), within the capacity of the pool's RAM segment.
 // Which chunks stay is an EvictionPolicy's decision (LRU or S3-FIFO).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The arithmetic of a chunk's space shared by the object store's files
 // (object_store.cc, write_staging.cc, object_ops.cc, checked_reads.cc):
 // block rounding, what a chunk takes on the drives, and cutting its replicas

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ObjectStore's deferred writes (write protocol step 2 in object_store.h).
 //
 // A small overwrite does not touch the drives and commits nothing: its

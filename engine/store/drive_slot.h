@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DriveSlot: one drive as the object store sees it. Its own header because
 // the store's parts (the object store, its free ledger) all read the same
 // drive table.

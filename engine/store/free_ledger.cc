@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FreeLedger: deferred frees and dirty drives; see free_ledger.h.
 #include "engine/store/free_ledger.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FreeLedger: the object store's record of what is not yet durable. It holds
 // the space commits gave up until the WAL is synced (write protocol step 5 in
 // object_store.h: a lost unsynced commit must never leave a record pointing

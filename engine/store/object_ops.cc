@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ObjectStore's object operations besides reads and writes: truncate,
 // punch_hole, allocate (fallocate), seek (SEEK_DATA/SEEK_HOLE), trim (giving
 // back reserved space at last close) and reclaim (deleting an orphan). Each

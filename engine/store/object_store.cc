@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ObjectStore's core: the object cache (object(), forget_if_unused()), the
 // drive table and add_drive(), the RAM tier's switch, and the glue the other
 // parts share: requests for a replica's extents, writes that mark drives

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ObjectStore: reads, writes and truncates objects (the contents of regular
 // files) as chunks striped over the pool's drives.
 //

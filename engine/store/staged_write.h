@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plan of one chunk's part of a staged write (ObjectStore::StagedWrite),
 // shared by the write path (write_staging.cc) and the deferred writes
 // (deferred_writes.cc). Internal to engine/store/.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The striper: cuts a byte range of an object into per-chunk pieces.
 #pragma once
 

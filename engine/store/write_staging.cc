@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ObjectStore's write path: a write is staged (space reserved, blocks ready,
 // a small overwrite deferred, a larger one moved out of place), its blocks go
 // to the drives (or, deferred, into its commit), its records join a commit,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stripefs add-drive: a full 2-drive pool gets a third drive; after the next
 # mount new chunks land on it, the old data is intact, df and fsck agree.
 NDRIVES=2 DRIVE_SIZE=32M CHUNK_SIZE=1M

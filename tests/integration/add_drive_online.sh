@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stripefs add-drive MOUNTPOINT: a nearly full, mounted 2-drive pool gets a
 # third drive without a remount. New chunks land on it at once, df lists it,
 # a reader of an old file running across the add never fails, refusals are

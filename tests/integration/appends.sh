@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Files grown by many small appends (reopen each time, one open fd, two
 # interleaved O_APPEND fds, bash >>) equal references built outside the mount,
 # before and after remount.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Drives can be block devices: a pool over loop devices (sized from the
 # device), used through the mount and checked with fsck --verify.
 NO_DEFAULT_POOL=1

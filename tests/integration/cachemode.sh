@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cache mode (-o on_full=evict): a pool of 4 x 64 MiB drives takes 600 MiB of
 # 1 MiB files with no failed write; the oldest files are evicted, the newest
 # are there, a pinned file stays; fsck is clean afterwards.

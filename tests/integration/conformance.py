@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """POSIX calls beyond read/write, checked on a mounted pool the way ext4 answers
 them: fallocate (mode 0, KEEP_SIZE, PUNCH_HOLE), lseek SEEK_DATA/SEEK_HOLE,
 copy_file_range, renameat2 flags, flock and fcntl locks, shared writable mmap,

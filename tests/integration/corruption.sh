@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checked reads (DESIGN invariant 7): a byte flipped on a drive makes reads of
 # that chunk fail with EIO, never return wrong bytes; the other chunks still
 # read; `fsck --verify` names the damaged chunk; restoring the byte heals it.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # cp -a of a tree of awkward file sizes, links and dirs; survives remount;
 # rm -rf gives the space back; fsck clean.
 source "$(dirname "$0")/lib.sh"

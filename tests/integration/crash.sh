@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Crash driver (DESIGN invariants 4-6): stripefs-stress runs on the mount with
 # --state while the daemon gets kill -9 at a random moment; then fsck must be
 # clean, and after a remount `stripefs-stress --verify-state` checks that every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dd (big blocks, small in-place overwrites, truncating seek, O_DIRECT),
 # rsync in and out, tar into and out of the mount.
 source "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The pool `make run` formats (4 drive files of 1 GiB, 4 MiB chunks, a
 # 256 MiB RAM segment) takes real trees: `cp -a /usr/share/doc` and then a
 # tree of 100,000 files of 1-64 KiB, both read back the same; df's used

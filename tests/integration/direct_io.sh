@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # O_DIRECT opens: their writes go straight to the daemon, one request each
 # (not gathered in the page cache), and every other open sees their bytes
 # (a reader whose pages are cached, a buffered writer's bytes read back

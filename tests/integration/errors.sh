@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Bad CLI input, mkfs over an existing pool, mounts with missing, swapped or
 # foreign drives, and a full pool: clear errors, nothing lost.
 NO_DEFAULT_POOL=1

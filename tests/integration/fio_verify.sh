@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # fio write+verify (crc32c) through psync and io_uring, sequential and 4k
 # random, buffered; then verify-only again after remount.
 source "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # git init / add / commit / modify / commit on the mount; fsck and status
 # clean, before and after remount.
 source "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # kill -9 of the daemon at three moments (during a streaming write, idle after
 # an unsynced write, during metadata churn): fsck clean, fsynced files intact,
 # every surviving file readable and holding only written bytes or zeros.

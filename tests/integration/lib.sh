@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared fixture for the stripefs integration tests. Source it first thing:
 #
 #     source "$(dirname "$0")/lib.sh"

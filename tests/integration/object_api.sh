@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The object API example program on a real pool: it runs on an unmounted
 # pool, is refused while the pool is mounted, shares the namespace with the
 # mount (what one writes the other reads), and leaves fsck clean.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Operating a pool as a user would: the CLI's exit codes (0 ok, 1 failure,
 # 2 usage), the mount's source, a refused mount over a non-empty directory,
 # clear messages on a dead mount, `stripefs df` on a degraded mount,

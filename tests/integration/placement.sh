@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `stripefs placement`: striped layout of a big file, spread of many small
 # files, URI stable across rename, replica ranges hold the file's bytes.
 source "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `stripefs placement` of a file too big for one xattr answer (the kernel
 # passes at most 64 KiB; fs/control.h): a 10,000-chunk file, read through the
 # mount in pages, lists every chunk, the same as the unmounted pool answers;

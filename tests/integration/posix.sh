@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # POSIX semantics a local filesystem has. Mounted with allow_other so that the
 # permission checks as `nobody` reach the filesystem.
 MOUNT_OPTS=(-o allow_other)

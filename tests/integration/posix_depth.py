@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """POSIX behaviours below the basics, each as ext4 gives it (issue 20).
 
 Usage: posix_depth.py MOUNTPOINT

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # POSIX in depth (issue 20): what posix_depth.py checks on a real mount, then
 # what needs the mount itself: -o strictatime moves atime on every read, and
 # -o remount turns the running mount read-only and back (stripefs mount -o

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Strategy ram on a directory: its files live in the pool's RAM segment only,
 # read and write like any file, and are gone at the next mount (after an
 # unmount or a kill -9); everything else stays, and fsck is clean throughout.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Replicas and per-directory layout: a directory with user.stripefs.replicas=2
 # holds files whose every chunk has 2 replicas on distinct drives; layout
 # attributes are validated and inherited; with one drive file removed the pool

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Repair from replicas (DESIGN invariant 7), scrub and replace-drive:
 #  - a flipped byte in a 2-replica chunk reads back right through the mount and
 #    the bad copy on the drive is rewritten;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Free means writable (DESIGN invariant 9), on drive files in /dev/shm:
 #  1. small files fill the pool, a random half goes; then one large file
 #     written with dd until ENOSPC takes >= 98 % of what df called free, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # sqlite3 on the mount: one big transaction, many small ones, integrity_check,
 # before and after remount.
 source "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stripefs stats and the metrics file: valid JSON with the requests the test
 # made, the RAM tier's hits for re-read small files, the segments; --watch
 # repeats; -o metrics=FILE holds the same figures in Prometheus text.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A pool made by stripefs 0.1.0 (tests/fixtures/pool-0.1.0.tar.gz, made by
 # tests/fixtures/make_pool_0.1.0.sh) mounts under this build and reads back
 # byte for byte: after the mount, after new writes (which store records in

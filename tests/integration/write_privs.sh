@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A write clears the set-user-ID bit, and set-group-ID when group execute is
 # set, unless the writer has CAP_FSETID (root): through the page cache the
 # kernel clears them; through an O_DIRECT open (answered with direct_io) the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data and xattr patterns of stripefs-stress (see pattern.h).
 #include "pattern.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bytes and xattr values stripefs-stress writes, made so that data can be
 // checked without its history: byte p written by operation n of thread t to
 // object o has a high nibble that depends on (t, o, p) only and a low nibble

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the threads of a stripefs-stress run share: its settings and limits,
 // the stop flags, the op log, the state file, and the operation kinds with
 // their counters. Defined in stress.cc, which sets them from the command line.

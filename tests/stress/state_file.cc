@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The --state file of stripefs-stress (see state_file.h).
 #include "state_file.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The durable state of stripefs-stress (--state FILE): after each successful
 // fsync the file's size, sha256 and xattrs are recorded as "clean"; FILE is
 // replaced atomically (FILE.tmp, fsync, rename) each time, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // stripefs-stress: random file operations on a mount from several threads,
 // every result checked against an exact in-memory model (DESIGN invariants
 // 4-6 are what --state / --verify-state check after a crash).

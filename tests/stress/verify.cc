@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --verify-state of stripefs-stress (see verify.h).
 #include "verify.h"
 

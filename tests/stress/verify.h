@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --verify-state of stripefs-stress: checks a pool after a crash against the
 // state file the run kept (see stress.cc).
 #pragma once

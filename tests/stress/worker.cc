@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A stripefs-stress thread: its checks and bookkeeping, taking over an
 // earlier run's files, and the loop that picks operations (see worker.h).
 #include "worker.h"

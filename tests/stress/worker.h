@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One thread of stripefs-stress: the files and directories it owns, an exact
 // model of their contents and xattrs, and the random operations it runs on
 // them, each result checked against the model (see stress.cc).

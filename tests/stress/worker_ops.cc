@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operations of a stripefs-stress thread, each checked against its model
 // (see worker.h).
 #include "worker.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FaultInjectionBackend: saves the bytes each write replaces (plain pread and
 // pwrite through an aligned bounce buffer, so O_DIRECT descriptors work).
 #include "tests/support/fault_injection_backend.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An IoBackend for tests that fails chosen writes and simulates power loss:
 // it remembers what every write overwrote until that segment is flushed, and
 // drop_unsynced() puts those old bytes back.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A KvStore wrapper for tests that simulates power loss: commits not yet made
 // durable (by a sync commit or sync()) are rolled back by drop_unsynced(),
 // as RocksDB reopened after a power cut keeps only its synced WAL; so are the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SegmentAllocator contract, one suite for every registered allocator
 // (AllocatorNames()) at both allocation units, the drives' 4 KiB and the RAM
 // segment's 64 bytes (see registered_allocators.h): a new allocator gets all

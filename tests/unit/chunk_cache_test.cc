@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RAM tier's read cache: eviction policies and coherence with writes.
 #include "engine/store/chunk_cache.h"
 

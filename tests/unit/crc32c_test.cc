@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC-32C: known vectors, agreement with a bitwise reference, and chaining.
 //
 // Seed semantics (engine/crc32c.cc): Crc32c(data, len, seed) starts from ~seed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cache mode's evictor over a real, full pool (drive files, RocksDB, io_uring).
 #include "fs/evictor.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvStore::scan, the same contract for the in-memory store and RocksDB.
 #include <gtest/gtest.h>
 #include <unistd.h>

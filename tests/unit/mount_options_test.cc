@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The -o options of `stripefs mount` (tools/mount_options.h): every option,
 // every kind of wrong value and the exact message that refuses it.
 #include "tools/mount_options.h"

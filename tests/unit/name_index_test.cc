@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NameIndex against std::map: random inserts, lookups and erases, through
 // growth and the backward shift that erasing from a run of slots needs.
 #include "api/name_index.h"

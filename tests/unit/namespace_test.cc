@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace operations, run over the in-memory store and a real RocksDB store.
 #include "meta/namespace.h"
 

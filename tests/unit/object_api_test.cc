@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public object API over a real pool (drive files, RocksDB, io_uring).
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ObjectStore over real drive files, io_uring, best-fit allocators and an
 // in-memory metadata store.
 #include "engine/store/object_store.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Growing a pool while it is in use: a drive added while writers, readers
 // and df callers run.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement in pages (fs/control.h): how Pool::placement cuts a file's
 // chunks into pages, and how the CLI's side joins them into the document an
 // unmounted pool gives, over a real pool (drive files, RocksDB, io_uring).

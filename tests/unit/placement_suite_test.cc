@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement contract suite: every allocator implementation x every placement
 // strategy, driven through Placer::place (the routine the object store uses)
 // and checked after every operation against an oracle that tracks each live

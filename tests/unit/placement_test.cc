@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement strategies and the object hash.
 #include "engine/placement/placement.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crash consistency of the object store (DESIGN invariants 4-6) with the
 // fault-injecting backend and metadata store: after a simulated power cut that
 // loses everything unsynced, the file is exactly what it was at the last sync;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The allocators the allocator tests run over: every registered allocator
 // (AllocatorNames()) at both allocation units, the drives' and the RAM
 // segment's. The allocator contract suite (allocator_test.cc) and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Request counters, latency percentiles and the Prometheus text of a mount's stats.
 #include "fs/request_stats.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metadata schema: record encodings and key layout.
 #include "meta/schema.h"
 #include "meta/chunk_table.h"

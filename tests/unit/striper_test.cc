@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SplitRange: cutting a byte range of an object into per-chunk pieces.
 #include "engine/store/striper.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by unit tests that need an empty namespace over a key-value store.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by unit tests that format a real pool (drive files, RocksDB).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The io_uring backend on real files: a batch of small and large requests to
 // drive files in memory (tmpfs, where small requests run on the calling
 // thread) and on the disk (where they go through the ring) moves every byte

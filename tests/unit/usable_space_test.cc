@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UsableAtReplicas: how much data a set of drives holds when every chunk
 // keeps `replicas` copies on distinct drives. This is what statfs (df -h)
 // reports for a pool, so a full df means a write of that size fits.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The write-back buffer over a real pool (drive files, RocksDB, io_uring).
 #include "api/write_back.h"
 

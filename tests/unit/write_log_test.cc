@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The KvStore's write log: records read back in order, rolled segments
 // dropped, and (on files) a torn last record not read, a reopened log
 // appending after what it found.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // stripefs object API: the objects of a pool, in-process, without FUSE.
 //
 //   stripefs::api::Error err;

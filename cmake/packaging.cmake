@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install rules for the files in packaging/ and the CPack settings behind
 # `make package`: a .deb and an .rpm of the stripefs binary, the mount(8)
 # helper, the systemd unit template, man pages and bash completion.
@@ -15,6 +16,7 @@
 #   PREFIX/share/doc/stripefs/{README.md,operations.md,semantics.md}
 #   PREFIX/share/doc/stripefs/copyright                    the .deb only (Debian's machine-readable format)
 #   PREFIX/share/doc/stripefs/LICENSE                      the .rpm only, as its %license
+#   PREFIX/share/stripefs/grafana/stripefs.json            a Grafana dashboard for -o metrics_listen
 
 include(GNUInstallDirs)
 set(_pkg ${PROJECT_SOURCE_DIR}/packaging)
@@ -49,6 +51,7 @@ install(PROGRAMS ${_pkg_out}/install/mount.fuse.stripefs DESTINATION /sbin)
 install(FILES ${_pkg_out}/install/stripefs@.service DESTINATION lib/systemd/system)
 install(FILES ${_pkg}/example.conf.sample DESTINATION /etc/stripefs)
 install(FILES ${_pkg}/completion/stripefs DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
+install(FILES ${_pkg}/grafana/stripefs.json DESTINATION ${CMAKE_INSTALL_DATADIR}/stripefs/grafana)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/operations.md
               ${PROJECT_SOURCE_DIR}/docs/semantics.md
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/stripefs)

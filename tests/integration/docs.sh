@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The man page and the bash completion follow the CLI: every subcommand that
 # `stripefs --help` lists has a section in stripefs(1) and is completed, and
 # every option of `stripefs SUBCOMMAND --help` is described in that section and
@@ -80,3 +81,9 @@ for word in "${top_completions[@]}"; do
         || fail "the completion offers '$word', which stripefs --help does not list"
 done
 ok "stripefs(1) and the completion name no subcommand the CLI lacks"
+
+# Every source file says its license (Apache-2.0, LICENSE) in an SPDX line near its top.
+missing=$(find "$SRC"/{api,base,bench,engine,fs,meta,tests,tools} \( -name '*.cc' -o -name '*.h' -o -name '*.sh' -o -name '*.py' \) \
+    -exec sh -c 'head -n 3 "$1" | grep -q "SPDX-License-Identifier: Apache-2.0" || echo "$1"' _ {} \;)
+[[ -z $missing ]] || fail "source files without an SPDX-License-Identifier line: $missing"
+ok "every source file carries SPDX-License-Identifier: Apache-2.0"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A mount's metrics as Prometheus expects them: -o metrics_listen serves
 # /metrics over HTTP on loopback and -o metrics=FILE writes the same text;
 # promtool check metrics passes on both; a real Prometheus server, started
 # here on loopback, scrapes the mount under fio and its query API gives a
 # non-zero read rate and a read latency quantile. A port already taken fails
-# the mount with the reason.
+# the mount with the reason. Every query of the Grafana dashboard that the
+# package ships is valid PromQL on that server, names only metrics the
+# endpoint exports, and its throughput panel shows the reads.
 NO_DEFAULT_POOL=1
 source "$(dirname "$0")/lib.sh"
 need promtool; need prometheus; need curl; need fio
@@ -82,6 +85,36 @@ ok "Prometheus: rate(stripefs_requests_total{kind=\"read\"}[5s]) = $read_rate re
 p99=$(query 'histogram_quantile(0.99, rate(stripefs_request_duration_seconds_bucket{kind="read"}[5s]))')
 python3 -c "import sys; sys.exit(0 if float('$p99') > 0 else 1)" || fail "read p99 from the histogram: $p99"
 ok "Prometheus: read p99 from the histogram = $p99 s"
+
+log "--- the Grafana dashboard's queries"
+DASHBOARD=$(cd "$(dirname "$0")/../.." && pwd)/packaging/grafana/stripefs.json
+# Each panel's queries, with Grafana's variables as it would fill them for this one mount.
+python3 - "$DASHBOARD" >"$TMP/dashboard.exprs" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["uid"] == "stripefs" and d["panels"], "no panels"
+for p in d["panels"]:
+    assert p["datasource"]["uid"] == "${datasource}", p["title"]
+    for t in p["targets"]:
+        e = t["expr"].replace("$__rate_interval", "5s").replace("$__range", "1m").replace('"$instance"', '".*"')
+        assert "$" not in e, e
+        print(p["title"] + "\t" + e)
+PY
+(( $(wc -l <"$TMP/dashboard.exprs") >= 10 )) || fail "the dashboard has only $(wc -l <"$TMP/dashboard.exprs") queries"
+while IFS=$'\t' read -r title expr; do
+    status=$(curl -s --max-time 5 "http://127.0.0.1:$PROM_PORT/api/v1/query" --data-urlencode "query=$expr" |
+        json 'd["status"] + (" " + d.get("error", "") if d["status"] != "success" else "")')
+    [[ $status == success ]] || fail "dashboard panel '$title': query $expr: $status"
+    for name in $(grep -o 'stripefs_[a-z_]*' <<<"$expr" | sort -u); do
+        grep -q "^$name[{ ]" "$TMP/scrape.txt" || fail "dashboard panel '$title' names $name, which the endpoint does not export"
+    done
+done <"$TMP/dashboard.exprs"
+ok "all $(wc -l <"$TMP/dashboard.exprs") dashboard queries are valid and name exported metrics"
+throughput=$(grep -P '^Read and write throughput\t' "$TMP/dashboard.exprs" | cut -f2)
+read_bps=$(curl -sf --max-time 5 "http://127.0.0.1:$PROM_PORT/api/v1/query" --data-urlencode "query=$throughput" |
+    json '[r["value"][1] for r in d["data"]["result"] if r["metric"].get("kind") == "read"][0]')
+python3 -c "import sys; sys.exit(0 if float('$read_bps') > 0 else 1)" || fail "the throughput panel's reads: $read_bps"
+ok "the dashboard's throughput panel: $read_bps B/s read"
 kill -TERM "$FIO_PID"; wait "$FIO_PID" 2>/dev/null || true
 stop_prometheus
 unmount_pool

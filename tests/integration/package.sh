@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Packaging (issue 7): build the .deb and .rpm of this build tree with cpack
 # (what `make package` does), check their metadata and file lists, install the
 # .deb, mount a pool with `mount -t fuse.stripefs`, through an fstab file
@@ -68,9 +69,10 @@ EXPECTED_FILES=(
     /usr/share/doc/stripefs/README.md
     /usr/share/doc/stripefs/operations.md
     /usr/share/doc/stripefs/semantics.md
+    /usr/share/stripefs/grafana/stripefs.json
 )
 # The only directories the packages may own; every other is the system's.
-OWN_DIRS=(/etc/stripefs /usr/share/doc/stripefs)
+OWN_DIRS=(/etc/stripefs /usr/share/doc/stripefs /usr/share/stripefs /usr/share/stripefs/grafana)
 
 # --- the .deb
 assert_eq "$(dpkg-deb -f "$DEB" Package)" stripefs "deb Package"

@@ -10,7 +10,7 @@ PACKAGES := build-essential cmake pkg-config git \
   libfuse3-dev fuse3 librocksdb-dev liburing-dev libssl-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev prometheus-cpp-dev \
-  fio sqlite3 rsync attr python3 psmisc util-linux \
+  fio sqlite3 rsync attr python3 python3-matplotlib psmisc util-linux \
   rpm dpkg-dev man-db systemd prometheus curl
 # (prometheus: the server and promtool for the metrics test; rpm: rpmbuild and rpm for `make package` and its test; dpkg-dev:
 # dpkg-shlibdeps for the .deb's library dependencies; man-db: man -w and

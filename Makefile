@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # stripefs: the two quick-start commands are `make run` and `make test`.
 BUILD ?= build
 POOL ?= $(CURDIR)/pool

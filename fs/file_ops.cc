@@ -16,8 +16,61 @@ namespace stripefs::fs {
 
 using meta::InodeRecord;
 
+namespace {
+
+// Whether the caller of req has gid as its group or among its supplementary ones.
+bool InGroup(fuse_req_t req, uint32_t gid) {
+  if (fuse_req_ctx(req)->gid == gid) return true;
+  std::vector<gid_t> groups(32);
+  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  if (n > static_cast<int>(groups.size())) {
+    groups.resize(static_cast<size_t>(n));
+    n = fuse_req_getgroups(req, n, groups.data());
+  }
+  if (n <= 0) return false;  // unknown: treated as not a member, so the bit is dropped
+  groups.resize(std::min(groups.size(), static_cast<size_t>(n)));
+  return std::find(groups.begin(), groups.end(), gid) != groups.end();
+}
+
+// What the kernel's VFS does before a file's data or owner changes, here
+// because the kernel leaves it to us (FUSE_HANDLE_KILLPRIV_V2; fallocate):
+// set-user-ID goes, and set-group-ID when group execute is set or the caller
+// is not in the file's group (root counts as in every group). Callers decide
+// whether CAP_FSETID spares the file. The kernel's cached mode is dropped so
+// stat shows the change.
+Status DropSuidgid(fuse_req_t req, fuse_ino_t ino) {
+  Frontend* f = F(req);
+  auto b = f->ns().brief(ino);
+  if (!b.ok()) return b.status();
+  if ((b->mode & (S_ISUID | S_ISGID)) == 0) return Status::OK();
+  uint32_t drop = b->mode & S_ISUID;
+  if (b->mode & S_ISGID) {
+    if (b->mode & S_IXGRP) {
+      drop |= S_ISGID;
+    } else if (fuse_req_ctx(req)->uid == 0) {
+      // capable: a set-group-ID without group execute stays
+    } else if (auto full = f->ns().get(ino); !full.ok() || !InGroup(req, full->gid)) {
+      drop |= S_ISGID;  // rare (sgid without group execute): the full record for its gid
+    }
+  }
+  if (drop == 0) return Status::OK();
+  meta::AttrChange c;
+  c.mode = b->mode & ~drop & 07777;
+  auto r = f->ns().setattr(ino, c);
+  if (!r.ok()) return r.status();
+  f->attributes_changed(ino);
+  return Status::OK();
+}
+
+}  // namespace
+
 void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   Frontend* f = F(req);
+  // A chown (always) or a truncate by a caller without CAP_FSETID: the
+  // kernel asks us to clear the bits first, as the VFS would.
+  if (RequestKillsSuidgid()) {
+    if (Status s = DropSuidgid(req, ino); !s.ok()) return ReplyError(req, s, "setattr");
+  }
   auto r = f->ns().get(ino);
   if (Failed(req, r, "setattr")) return;
   int64_t now = meta::NowNs();
@@ -88,6 +141,11 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (Failed(req, r, "open")) return;
   if (S_ISDIR(r->mode)) return (void)fuse_reply_err(req, EISDIR);
   if (!S_ISREG(r->mode)) return (void)fuse_reply_err(req, ENXIO);
+  if (RequestKillsSuidgid()) {  // O_TRUNC by a caller without CAP_FSETID
+    if (Status s = DropSuidgid(req, ino); !s.ok()) return ReplyError(req, s, "open");
+    r = F(req)->ns().get(ino);
+    if (Failed(req, r, "open")) return;
+  }
   if ((fi->flags & O_TRUNC) && r->size > 0) {  // atomic O_TRUNC: the kernel leaves the cut to us
     auto obj = F(req)->store().object(r.value());
     if (Failed(req, obj, "open")) return;
@@ -115,54 +173,10 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   if (Evictor* e = f->evictor()) e->accessed(ino);
 }
 
-namespace {
-
-// Whether the caller of req has gid as its group or among its supplementary ones.
-bool InGroup(fuse_req_t req, uint32_t gid) {
-  if (fuse_req_ctx(req)->gid == gid) return true;
-  std::vector<gid_t> groups(32);
-  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-  if (n > static_cast<int>(groups.size())) {
-    groups.resize(static_cast<size_t>(n));
-    n = fuse_req_getgroups(req, n, groups.data());
-  }
-  if (n <= 0) return false;  // unknown: treated as not a member, so the bit is dropped
-  groups.resize(std::min(groups.size(), static_cast<size_t>(n)));
-  return std::find(groups.begin(), groups.end(), gid) != groups.end();
-}
-
-// What the kernel does before a write through the page cache, here for the
-// changes it leaves to us (a write through a direct_io open, fallocate): a
-// caller without CAP_FSETID clears set-user-ID, and set-group-ID when group
-// execute is set or the caller is not in the file's group, before the data
-// changes. The kernel's cached mode is dropped so stat shows the change.
-Status DropSuidgid(fuse_req_t req, fuse_ino_t ino) {
-  Frontend* f = F(req);
-  auto b = f->ns().brief(ino);
-  if (!b.ok()) return b.status();
-  if ((b->mode & (S_ISUID | S_ISGID)) == 0) return Status::OK();
-  uint32_t drop = b->mode & S_ISUID;
-  if (b->mode & S_ISGID) {
-    if (b->mode & S_IXGRP) {
-      drop |= S_ISGID;
-    } else if (auto full = f->ns().get(ino); !full.ok() || !InGroup(req, full->gid)) {
-      drop |= S_ISGID;  // rare (sgid without group execute): the full record for its gid
-    }
-  }
-  if (drop == 0) return Status::OK();
-  meta::AttrChange c;
-  c.mode = b->mode & ~drop & 07777;
-  auto r = f->ns().setattr(ino, c);
-  if (!r.ok()) return r.status();
-  f->attributes_changed(ino);
-  return Status::OK();
-}
-
-}  // namespace
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   if (Status room = F(req)->pool().check_metadata_room(); !room.ok()) return ReplyError(req, room, "write");
-  if (WriteKillsSuidgid()) {
+  if (RequestKillsSuidgid()) {
     if (Status s = DropSuidgid(req, ino); !s.ok()) return ReplyError(req, s, "write");
   }
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);

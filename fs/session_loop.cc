@@ -7,11 +7,17 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -27,9 +33,14 @@ constexpr size_t kWriteHeader = sizeof(fuse_in_header) + sizeof(fuse_write_in);
 // libfuse reads up to 256 pages of payload plus a 4 KiB header area per request.
 constexpr size_t kRequestBuffer = (256u << 12) + 4096;
 
-// The write_flags of the WRITE request this thread is serving, 0 for any
-// other request (see WriteKillsSuidgid).
-thread_local uint32_t t_write_flags = 0;
+// Whether the request this thread is serving asks the daemon to clear
+// suid/sgid (see RequestKillsSuidgid).
+thread_local bool t_kill_suidgid = false;
+
+// While this thread serves INIT: whether the kernel offered
+// FUSE_HANDLE_KILLPRIV_V2 (see WriteReply).
+thread_local bool t_serving_init = false;
+thread_local bool t_offers_killpriv_v2 = false;
 
 // Whether the request this thread is serving came as FUSE_TMPFILE (see CreatesUnnamed).
 thread_local bool t_unnamed = false;
@@ -45,11 +56,49 @@ bool TakeTmpfile(const fuse_buf& buf) {
   return true;
 }
 
-uint32_t WriteFlags(const fuse_buf& buf) {
-  const auto* in = static_cast<const fuse_in_header*>(buf.mem);
-  if (in->opcode != FUSE_WRITE) return 0;
-  return static_cast<const fuse_write_in*>(static_cast<const void*>(in + 1))->write_flags;
+template <typename T>
+const T& Args(const fuse_in_header* in) {
+  return *static_cast<const T*>(static_cast<const void*>(in + 1));
 }
+
+// libfuse 3.14 passes none of the kernel's "kill suid/sgid" flags to the ops,
+// so the loop reads them from the request.
+bool KillsSuidgid(const fuse_buf& buf) {
+  const auto* in = static_cast<const fuse_in_header*>(buf.mem);
+  switch (in->opcode) {
+    case FUSE_WRITE: return (Args<fuse_write_in>(in).write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+    case FUSE_SETATTR: return (Args<fuse_setattr_in>(in).valid & FATTR_KILL_SUIDGID) != 0;
+    case FUSE_OPEN: return (Args<fuse_open_in>(in).open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
+    default: return false;
+  }
+}
+
+bool OffersKillprivV2(const fuse_buf& buf) {
+  const auto* in = static_cast<const fuse_in_header*>(buf.mem);
+  return in->opcode == FUSE_INIT && (Args<fuse_init_in>(in).flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
+}
+
+// libfuse 3.14 does not know FUSE_HANDLE_KILLPRIV_V2, so the reply to INIT
+// gets it here when the kernel offered it. With it the kernel marks the
+// super block SB_NOSEC: a file without suid/sgid stops asking for
+// security.capability (a GETXATTR round trip) before every buffered write,
+// and the kernel leaves clearing suid/sgid on write, truncate, O_TRUNC and
+// chown to the daemon, flagging the requests that need it
+// (RequestKillsSuidgid).
+ssize_t WriteReply(int fd, struct iovec* iov, int count, void*) {
+  if (!t_serving_init || !t_offers_killpriv_v2 || count != 2 ||
+      static_cast<const fuse_out_header*>(iov[0].iov_base)->error != 0 ||
+      iov[1].iov_len < offsetof(fuse_init_out, flags) + sizeof(uint32_t) || iov[1].iov_len > sizeof(fuse_init_out)) {
+    return writev(fd, iov, count);
+  }
+  fuse_init_out init{};
+  std::memcpy(&init, iov[1].iov_base, iov[1].iov_len);
+  init.flags |= FUSE_HANDLE_KILLPRIV_V2;
+  std::array<iovec, 2> patched = {iov[0], iovec{&init, iov[1].iov_len}};
+  return writev(fd, patched.data(), 2);
+}
+
+ssize_t ReadRequest(int fd, void* buf, size_t len, void*) { return read(fd, buf, len); }
 
 // The payload a READ or WRITE request moves, from its header.
 uint64_t PayloadBytes(const fuse_buf& buf) {
@@ -72,7 +121,9 @@ void Work(fuse_session* se, RequestStats* stats) {
     int res = fuse_session_receive_buf(se, &buf);
     if (res == -EINTR) continue;
     if (res <= 0) break;  // unmounted (the session is marked exited) or a device error
-    t_write_flags = WriteFlags(buf);
+    t_kill_suidgid = KillsSuidgid(buf);
+    t_serving_init = static_cast<const fuse_in_header*>(buf.mem)->opcode == FUSE_INIT;
+    t_offers_killpriv_v2 = OffersKillprivV2(buf);
     t_unnamed = TakeTmpfile(buf);
     if (!stats) {
       fuse_session_process_buf(se, &buf);
@@ -97,11 +148,16 @@ void Work(fuse_session* se, RequestStats* stats) {
 // then unmounts, which ends the other workers' reads.
 }  // namespace
 
-bool WriteKillsSuidgid() { return (t_write_flags & FUSE_WRITE_KILL_SUIDGID) != 0; }
+bool RequestKillsSuidgid() { return t_kill_suidgid; }
 
 bool CreatesUnnamed() { return t_unnamed; }
 
 void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats) {
+  // The same descriptor, with its replies passed through WriteReply.
+  static const fuse_custom_io kIo = {WriteReply, ReadRequest, nullptr, nullptr};
+  if (fuse_session_custom_io(se, &kIo, fuse_session_fd(se)) != 0) {
+    spdlog::warn("cannot hook the FUSE replies; buffered writes will ask for security.capability each");
+  }
   // SIGUSR1 interrupts a worker's read of /dev/fuse at shutdown (see below);
   // without SA_RESTART the read returns EINTR and the worker sees the exit.
   struct sigaction kick {};

@@ -15,13 +15,15 @@ class RequestStats;
 // With stats, every request's kind, payload and time are recorded there.
 void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats = nullptr);
 
-// Whether the WRITE request the calling worker is serving (called from a write
-// op under RunWorkers) carries FUSE_WRITE_KILL_SUIDGID: the kernel left the
-// clearing of the file's set-user-ID and set-group-ID bits to the daemon (it
-// does so for writes through a direct_io open, by a writer without
-// CAP_FSETID). libfuse 3.14 does not pass a write's flags to the op, so the
-// loop keeps them from the request's header. False outside a WRITE.
-bool WriteKillsSuidgid();
+// Whether the request the calling worker is serving (called from an op under
+// RunWorkers) asks the daemon to clear the file's set-user-ID and
+// set-group-ID bits: a WRITE with FUSE_WRITE_KILL_SUIDGID (by a writer
+// without CAP_FSETID), a SETATTR with FATTR_KILL_SUIDGID (a chown, or a
+// truncate without CAP_FSETID), an OPEN with FUSE_OPEN_KILL_SUIDGID (O_TRUNC
+// without CAP_FSETID). The kernel sends them because the loop negotiates
+// FUSE_HANDLE_KILLPRIV_V2. libfuse 3.14 passes none of these flags to the
+// ops, so the loop keeps them from the request's header.
+bool RequestKillsSuidgid();
 
 // Whether the CREATE request the calling worker is serving (called from the
 // create op under RunWorkers) came from the kernel as FUSE_TMPFILE: a file

@@ -67,7 +67,7 @@ int RunFsck(const std::string& meta_dir, bool verify) {
   std::vector<std::string> notes;
   Result<std::vector<std::string>> problems = std::vector<std::string>{};
   {
-    Progress progress("fsck --verify");
+    Progress progress(verify ? "fsck --verify" : "fsck");
     problems = pool.value()->fsck(verify, &notes,
                                   [&](uint64_t bytes, uint64_t about) { progress.show(bytes, about, "checked"); });
   }

@@ -111,6 +111,7 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
   }
 
   uint64_t allocated = 0;  // every replica's reserved space: what verify reads, or a little more
+  uint64_t placed = 0;     // the reserved space of the chunk records checked so far (progress without verify)
   for (const auto& [ino, r] : inodes) allocated += S_ISREG(r.mode) ? r.allocated : 0;
 
   struct Placed {
@@ -164,6 +165,7 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
                             e.bytes(), rec->capacity));
       }
       footprint[ino] += rec->capacity;
+      placed += rec->capacity;
     }
     if (rec->replicas.empty()) problem(where + ": has no replica");
     if (verify && rec->length > 0 && rec->crcs.size() == rec->blocks()) {
@@ -195,6 +197,8 @@ Result<std::vector<std::string>> Pool::fsck(bool verify, std::vector<std::string
         }
       }
       if (progress) progress(verified_blocks[0] * meta::kBlockSize, allocated);
+    } else if (progress && !verify) {
+      progress(placed, allocated);
     }
     return true;
   }));

@@ -132,8 +132,9 @@ class Pool {
   Result<meta::InodeRecord> resolve(const std::string& path);
   // Every inconsistency found, one line each; empty when clean. With verify,
   // also reads every block and checks its checksum.
-  // progress (with verify) sees the bytes read and checked so far, after each
-  // chunk, and about how many it will reach (the files' allocated space).
+  // progress sees, after each chunk, the bytes read and checked so far (with
+  // verify) or the space of the chunks checked (without), and about how many
+  // it will reach (the files' allocated space).
   Result<std::vector<std::string>> fsck(bool verify, std::vector<std::string>* notes,
                                         const std::function<void(uint64_t bytes, uint64_t about)>& progress = {});
   // Scrubs every file of a pool opened with Mode::kMount (see ObjectStore::scrub)

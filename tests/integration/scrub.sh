@@ -110,6 +110,9 @@ unmount_pool
 "$STRIPEFS" fsck "$META" --verify >/dev/null || fail "fsck --verify after replace-drive: $("$STRIPEFS" fsck "$META" --verify)"
 on_terminal "$STRIPEFS" fsck "$META" --verify >"$TMP/tty.out"
 grep -Eq '^fsck --verify: .* of about .*%\)' "$TMP/tty.out" || fail "fsck --verify on a terminal: $(cat "$TMP/tty.out")"
+on_terminal "$STRIPEFS" fsck "$META" >"$TMP/tty.out"
+grep -Eq '^fsck: .* of about .*%\)' "$TMP/tty.out" || fail "fsck on a terminal: $(cat "$TMP/tty.out")"
+grep -q '^pool .* is clean' "$TMP/tty.out" || fail "fsck's summary does not start its own line: $(cat "$TMP/tty.out")"
 ok "fsck --verify is clean"
 # The second replica of every rebuilt chunk is on the new drive: reading from it alone must work.
 mv "${DRIVES[$other]}" "$TMP/other.img"

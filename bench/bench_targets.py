@@ -6,14 +6,16 @@ mounted in a temp dir, a temp dir in an existing tmpfs, or a temp dir on the
 root disk) and on it the three targets
 
   raw       a plain directory on the backing;
-  stripefs  `stripefs mkfs` with N sparse drive files on the backing, mounted;
+  stripefs  `stripefs mkfs` with N sparse drive files on the backing, mounted
+            with -o transport=dev (/dev/fuse);
   mergerfs  mergerfs over N directories on the backing, started in the foreground;
 
+(bench/compare also has null, stripefs-uring and null-uring: see FIO_TARGETS)
 and their undoing on every way out (errors, Ctrl-C, SIGTERM): the FUSE mounts
-are unmounted, the stripefs daemon (pid from META/daemon.pid) and mergerfs (pid
-of the process started here) are waited for and, only if they do not exit,
-killed by pid; the temp dirs and the tmpfs go. Processes are only ever stopped
-by pid.
+are unmounted, each stripefs daemon (pid from META/daemon.pid), mergerfs and
+null_fuse (pid of the process started here) are waited for and, only if they
+do not exit, killed by pid; the temp dirs and the tmpfs go. Processes are only
+ever stopped by pid.
 
 A bench subclasses Targets, says how much room a target needs
 (per_target_bytes) and runs its measurements between setup_targets() and
@@ -21,6 +23,7 @@ the cleanup that run_main() does.
 """
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -36,7 +39,20 @@ ALL_TARGETS = ["raw", "stripefs", "mergerfs"]
 # null: build/bench/null_fuse, which stores nothing (writes are discarded, reads
 # return zeros), with stripefs's FUSE settings: the transport's ceiling. Only
 # fio's jobs can run on it (bench/compare --targets ...,null).
-FIO_TARGETS = ALL_TARGETS + ["null"]
+# stripefs-uring, null-uring: the same as stripefs and null (a pool of its own,
+# a null_fuse of its own) over FUSE over io_uring instead of /dev/fuse, so one
+# interleaved run compares the transports.
+FIO_TARGETS = ALL_TARGETS + ["null", "stripefs-uring", "null-uring"]
+STRIPEFS_TARGETS = ("stripefs", "stripefs-uring")
+NULL_TARGETS = ("null", "null-uring")
+# Each FUSE target's transport, given explicitly: stripefs and null stay the
+# /dev/fuse baseline whatever stripefs's default is.
+TRANSPORT = {"stripefs": "dev", "stripefs-uring": "uring", "null": "dev", "null-uring": "uring"}
+# The kernel's switch for FUSE over io_uring. Only the tests and `make run` may
+# change it (and they restore it); a bench only reads it.
+ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
+# The log (STATE_DIR/NAME.log) of each target started in the foreground.
+FOREGROUND_LOG = {"mergerfs": "mergerfs", "null": "null_fuse", "null-uring": "null_fuse-uring"}
 
 # cache.files=partial: the page cache is used and dropped when a file is
 # opened -- the kernel FUSE mode stripefs runs in (no direct_io), so buffered
@@ -260,9 +276,8 @@ class Targets:
         self.state_dir = None
         self.backing_root = None
         self.stripefs = None
-        self.stripefs_pid = None
-        self.mergerfs_proc = None
-        self.null_proc = None
+        self.stripefs_pids = {}    # stripefs target -> its daemon's pid (META/daemon.pid)
+        self.procs = {}            # mergerfs, null, null-uring -> the foreground process started here
         self.null_fuse = None
 
     def per_target_bytes(self):
@@ -274,16 +289,30 @@ class Targets:
         a = self.a
         if not shutil.which("fusermount3"):
             die("fusermount3 is not installed (apt-get install fuse3)")
-        if "stripefs" in a.targets:
+        if any(t in a.targets for t in STRIPEFS_TARGETS):
             sf = a.stripefs or os.environ.get("STRIPEFS") or str(REPO / "build/tools/stripefs")
             if not (os.path.isfile(sf) and os.access(sf, os.X_OK)):
                 die(f"stripefs binary not found at {sf} (build it, or give --stripefs PATH or STRIPEFS=PATH)")
             self.stripefs = os.path.realpath(sf)
-        if "null" in a.targets:
+        if any(t in a.targets for t in NULL_TARGETS):
             nf = a.null_fuse or str(REPO / "build/bench/null_fuse")
             if not (os.path.isfile(nf) and os.access(nf, os.X_OK)):
                 die(f"null_fuse not found at {nf} (build the bench target null_fuse, or give --null-fuse PATH)")
             self.null_fuse = os.path.realpath(nf)
+        uring = [t for t in a.targets if TRANSPORT.get(t) == "uring"]
+        if uring:
+            # Checked before anything starts; never switched on here (see ENABLE_URING).
+            try:
+                value = Path(ENABLE_URING).read_text().strip()
+            except FileNotFoundError:
+                die(f"--targets {','.join(uring)}: this kernel ({os.uname().release}) has no FUSE over io_uring "
+                    f"(no {ENABLE_URING}; it needs Linux 6.14 or later)")
+            if value not in ("Y", "1"):
+                die(f"--targets {','.join(uring)}: FUSE over io_uring is turned off ({ENABLE_URING} is {value}); "
+                    f"as root, run `echo 1 > {ENABLE_URING}` (until the next boot) and try again")
+        if a.stripefs_mount_opts and "transport=" in a.stripefs_mount_opts:
+            die("--stripefs-mount-opts: no transport= here; each stripefs target sets its own "
+                "(stripefs: dev, stripefs-uring: uring)")
         if "mergerfs" in a.targets and not shutil.which("mergerfs"):
             if os.geteuid() != 0:
                 die("mergerfs is not installed and installing it needs root (apt-get install mergerfs)")
@@ -304,9 +333,14 @@ class Targets:
         v["loadavg_start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         if "mergerfs" in self.a.targets:
             v["mergerfs"] = first_line(["mergerfs", "-V"])
-        if "null" in self.a.targets:
+        if any(t in self.a.targets for t in NULL_TARGETS):
             v["null_fuse"] = self.null_fuse
-        if "stripefs" in self.a.targets:
+        if any(t in self.a.targets for t in TRANSPORT):
+            try:
+                v["fuse_enable_uring"] = Path(ENABLE_URING).read_text().strip()
+            except OSError:
+                v["fuse_enable_uring"] = "absent"
+        if any(t in self.a.targets for t in STRIPEFS_TARGETS):
             v["stripefs"] = first_line([self.stripefs, "--version"])
             v["stripefs_binary"] = self.stripefs
             v["stripefs_binary_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S",
@@ -399,20 +433,29 @@ class Targets:
         os.mkdir(d)
         self.targets["raw"] = {"dir": d, "desc": f"plain directory {d}"}
 
-    def setup_stripefs(self):
+    def private_copy(self, src, name):
+        """A copy of a binary in the state dir, made once and shared by the
+        targets that run it: a rebuild of the binary during the run (other
+        people build in the same tree) cannot change or break it half-way."""
+        exe = os.path.join(self.state_dir, name)
+        if not os.path.exists(exe):
+            try:
+                shutil.copy2(src, exe)
+            except OSError as e:
+                die(f"cannot copy {src}: {e} (being rebuilt? try again)")
+        return exe
+
+    def setup_stripefs(self, target="stripefs"):
+        """A pool of its own for each stripefs target, built alike; they differ
+        only in -o transport= (TRANSPORT)."""
         a = self.a
-        base = os.path.join(self.backing_root, "stripefs")
+        transport = TRANSPORT[target]
+        base = os.path.join(self.backing_root, target)
         meta = os.path.join(base, "meta")
-        mnt = os.path.join(self.state_dir, "mnt-stripefs")
+        mnt = os.path.join(self.state_dir, f"mnt-{target}")
         os.makedirs(base)
         os.mkdir(mnt)
-        # A private copy: a rebuild of the binary during the run (other people
-        # build in the same tree) cannot change or break it half-way.
-        exe = os.path.join(self.state_dir, "stripefs")
-        try:
-            shutil.copy2(self.stripefs, exe)
-        except OSError as e:
-            die(f"cannot copy {self.stripefs}: {e} (being rebuilt? try again)")
+        exe = self.private_copy(self.stripefs, "stripefs")
         self.stripefs_exe = exe
         dsize = self.drive_size()
         cmd = [exe, "mkfs", "--meta", meta]
@@ -423,24 +466,47 @@ class Targets:
         cmd += a.mkfs_opt
         r = run_quiet(cmd)
         if r.returncode != 0:
-            die(f"stripefs mkfs failed (exit {r.returncode}: {' '.join(cmd)}):\n{r.stdout}")
+            die(f"{target}: stripefs mkfs failed (exit {r.returncode}: {' '.join(cmd)}):\n{r.stdout}")
         # Registered before mounting: a mount that half-succeeds is undone too.
-        self.cleanup.push("unmount stripefs", lambda: self.stop_stripefs(mnt, meta))
-        cmd = [exe, "mount", meta, mnt]
-        if a.stripefs_mount_opts:
-            cmd += ["-o", a.stripefs_mount_opts]
+        self.cleanup.push(f"unmount {target}", lambda: self.stop_stripefs(target, mnt, meta))
+        opts = ",".join(o for o in (a.stripefs_mount_opts, f"transport={transport}") if o)
+        cmd = [exe, "mount", meta, mnt, "-o", opts]
         r = run_quiet(cmd, timeout=120)
-        self.stripefs_pid = self.read_daemon_pid(meta)
+        pid = self.stripefs_pids[target] = self.read_daemon_pid(meta)
         if r.returncode != 0 or not is_mountpoint(mnt):
-            die(f"stripefs mount failed ({' '.join(cmd)}):\n{r.stdout}{self.log_tail(os.path.join(meta, 'stripefs.log'))}")
-        if self.stripefs_pid is None or not pid_alive(self.stripefs_pid):
-            die(f"stripefs mounted but no live daemon pid in {meta}/daemon.pid")
-        opts = f" -o {a.stripefs_mount_opts}" if a.stripefs_mount_opts else ""
-        self.targets["stripefs"] = {
-            "dir": mnt, "meta": meta, "pid": self.stripefs_pid,
+            die(f"{target} mount failed ({' '.join(cmd)}):\n{r.stdout}{self.log_tail(os.path.join(meta, 'stripefs.log'))}")
+        if pid is None or not pid_alive(pid):
+            die(f"{target} mounted but no live daemon pid in {meta}/daemon.pid")
+        if transport == "uring":
+            self.check_ring(target, exe, mnt, meta)
+        self.targets[target] = {
+            "dir": mnt, "meta": meta, "pid": pid, "transport": transport,
             "desc": (f"{a.drives} drive files of {human(dsize)} (sparse) in {base}, chunk size "
-                     f"{a.chunk_size or '4M (default)'}, metadata {meta}, mounted at {mnt}{opts}")}
-        log(f"stripefs mounted at {mnt} (daemon pid {self.stripefs_pid})")
+                     f"{a.chunk_size or '4M (default)'}, metadata {meta}, mounted at {mnt} -o {opts}")}
+        log(f"{target} mounted at {mnt} (daemon pid {pid}, transport {transport})")
+
+    def check_ring(self, target, exe, mnt, meta):
+        """`stripefs mount` returns before the daemon's ring is in use, and the
+        daemon reports "uring" only once a request has come through it: so
+        make requests (a readdir) and ask `stripefs stats` for up to 5 s. A mount
+        left on /dev/fuse would measure dev under the name uring."""
+        got, end, r = "?", time.monotonic() + 5, None
+        while True:
+            try:
+                os.listdir(mnt)
+            except OSError:
+                pass
+            try:
+                r = run_quiet([exe, "stats", mnt, "--json"], timeout=20)
+                got = json.loads(r.stdout).get("transport", "?")
+            except (OSError, subprocess.SubprocessError, ValueError, AttributeError):
+                got = f"? (stripefs stats: {r.stdout.strip()[:300] if r else 'timed out'})"
+            if got == "uring" or time.monotonic() > end:
+                break
+            time.sleep(0.25)
+        if got != "uring":
+            die(f"{target}: mounted with -o transport=uring, but `stripefs stats {mnt} --json` says transport "
+                f"{got} after 5 s: the ring is not in use{self.log_tail(os.path.join(meta, 'stripefs.log'))}")
 
     @staticmethod
     def read_daemon_pid(meta):
@@ -458,19 +524,18 @@ class Targets:
         except OSError:
             return ""
 
-    def stop_stripefs(self, mnt, meta):
-        pid = self.stripefs_pid or self.read_daemon_pid(meta)
-        ok = fuse_unmount(mnt, "stripefs")
+    def stop_stripefs(self, target, mnt, meta):
+        pid = self.stripefs_pids.get(target) or self.read_daemon_pid(meta)
+        ok = fuse_unmount(mnt, target)
         if not ok and pid and pid_alive(pid):
-            log("stripefs: still mounted; killing its daemon by pid to abort the connection")
+            log(f"{target}: still mounted; killing its daemon by pid to abort the connection")
             os.kill(pid, signal.SIGKILL)
             wait_pid_gone(pid, 10)
-            fuse_unmount(mnt, "stripefs")
+            fuse_unmount(mnt, target)
         # The daemon syncs and exits after the unmount; give it time.
-        stop_stripefs_ok = stop_pid(pid, "stripefs daemon", "stripefs", timeout=60)
-        if not stop_stripefs_ok:
-            self.problems.append(f"stripefs daemon {pid} did not exit after unmount")
-        self.save_log(os.path.join(meta, "stripefs.log"))
+        if not stop_pid(pid, f"{target} daemon", "stripefs", timeout=60):
+            self.problems.append(f"{target} daemon {pid} did not exit after unmount")
+        self.save_log(os.path.join(meta, "stripefs.log"), f"{target}.log")  # both pools log to stripefs.log
         self.remove_mountpoint(mnt)
 
     def remove_mountpoint(self, mnt):
@@ -483,18 +548,23 @@ class Targets:
             except OSError:
                 pass
 
-    def save_log(self, path):
+    def save_log(self, path, name=None):
+        """Copies path to --logs DIR, as DIR/name (default: its own name)."""
         if self.a.logs and os.path.exists(path):
             os.makedirs(self.a.logs, exist_ok=True)
-            shutil.copy(path, self.a.logs)
-            log(f"saved {path} in {self.a.logs}")
+            dest = os.path.join(self.a.logs, name or os.path.basename(path))
+            shutil.copy(path, dest)
+            log(f"saved {path} as {dest}")
 
-    def start_foreground(self, name, cmd, mnt):
-        """Starts a FUSE daemon that stays in the foreground (so its pid is
-        ours) and waits for its mount; returns the process."""
-        logf = open(os.path.join(self.state_dir, f"{name}.log"), "w")
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)  # Ctrl-C goes to us, not to it
+    def start_foreground(self, target, cmd, mnt):
+        """Starts target's FUSE daemon, which stays in the foreground (so its pid
+        is ours: self.procs[target]), logging to STATE_DIR/FOREGROUND_LOG[target].log,
+        and waits for its mount."""
+        path = os.path.join(self.state_dir, f"{FOREGROUND_LOG[target]}.log")
+        logf = open(path, "w")
+        proc = self.procs[target] = subprocess.Popen(
+            cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)  # Ctrl-C goes to us, not to it
         logf.close()
         end = time.monotonic() + 20
         while time.monotonic() < end and not is_mountpoint(mnt):
@@ -502,19 +572,21 @@ class Targets:
                 break
             time.sleep(0.1)
         if not is_mountpoint(mnt):
-            die(f"{name} did not mount ({' '.join(cmd)}):{self.log_tail(os.path.join(self.state_dir, f'{name}.log'))}")
+            die(f"{target} did not mount ({' '.join(cmd)}):{self.log_tail(path)}")
         return proc
 
-    def stop_foreground(self, name, proc, mnt):
-        fuse_unmount(mnt, name)
+    def stop_foreground(self, target, mnt):
+        proc = self.procs.get(target)
+        fuse_unmount(mnt, target)
         if proc is not None:
-            if not stop_pid(proc.pid, name, name, timeout=20):
-                self.problems.append(f"{name} {proc.pid} did not exit after unmount")
+            # The command line must still name the binary started (mergerfs, .../null_fuse).
+            if not stop_pid(proc.pid, target, os.path.basename(proc.args[0]), timeout=20):
+                self.problems.append(f"{target} {proc.pid} did not exit after unmount")
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        self.save_log(os.path.join(self.state_dir, f"{name}.log"))
+        self.save_log(os.path.join(self.state_dir, f"{FOREGROUND_LOG[target]}.log"))
         self.remove_mountpoint(mnt)
 
     def setup_mergerfs(self):
@@ -526,31 +598,31 @@ class Targets:
         mnt = os.path.join(self.state_dir, "mnt-mergerfs")
         os.mkdir(mnt)
         cmd = ["mergerfs", "-f", "-o", a.mergerfs_opts, ":".join(branches), mnt]
-        self.cleanup.push("unmount mergerfs", lambda: self.stop_foreground("mergerfs", self.mergerfs_proc, mnt))
-        self.mergerfs_proc = self.start_foreground("mergerfs", cmd, mnt)
-        self.targets["mergerfs"] = {"dir": mnt, "pid": self.mergerfs_proc.pid, "options": a.mergerfs_opts,
+        self.cleanup.push("unmount mergerfs", lambda: self.stop_foreground("mergerfs", mnt))
+        proc = self.start_foreground("mergerfs", cmd, mnt)
+        self.targets["mergerfs"] = {"dir": mnt, "pid": proc.pid, "options": a.mergerfs_opts,
                                     "desc": f"over {a.drives} directories in {base}, mounted at {mnt}, "
                                             f"-o {a.mergerfs_opts}"}
-        log(f"mergerfs mounted at {mnt} (pid {self.mergerfs_proc.pid}), -o {a.mergerfs_opts}")
+        log(f"mergerfs mounted at {mnt} (pid {proc.pid}), -o {a.mergerfs_opts}")
 
-    def setup_null(self):
-        """null_fuse holding fio's files (bench.N.0, each of --size bytes)."""
+    def setup_null(self, target="null"):
+        """null_fuse holding fio's files (bench.N.0, each of --size bytes), one
+        per null target, differing only in --transport (TRANSPORT)."""
         a = self.a
-        mnt = os.path.join(self.state_dir, "mnt-null")
+        transport = TRANSPORT[target]
+        mnt = os.path.join(self.state_dir, f"mnt-{target}")
         os.mkdir(mnt)
-        exe = os.path.join(self.state_dir, "null_fuse")  # a private copy, as for stripefs
-        try:
-            shutil.copy2(self.null_fuse, exe)
-        except OSError as e:
-            die(f"cannot copy {self.null_fuse}: {e}")
+        exe = self.private_copy(self.null_fuse, "null_fuse")
         size = getattr(a, "size", 1 << 30)
-        cmd = [exe, mnt, "--loop", "workers", "--files", "64", "--size", str(size), "--name-format", "bench.{}.0"]
-        self.cleanup.push("unmount null_fuse", lambda: self.stop_foreground("null_fuse", self.null_proc, mnt))
-        self.null_proc = self.start_foreground("null_fuse", cmd, mnt)
-        self.targets["null"] = {"dir": mnt, "pid": self.null_proc.pid,
+        cmd = [exe, mnt, "--loop", "workers", "--files", "64", "--size", str(size), "--name-format", "bench.{}.0",
+               "--transport", transport]
+        self.cleanup.push(f"unmount {target}", lambda: self.stop_foreground(target, mnt))
+        # null_fuse tells its transport only at unmount (in its log): the mount is trusted here.
+        proc = self.start_foreground(target, cmd, mnt)
+        self.targets[target] = {"dir": mnt, "pid": proc.pid, "transport": transport,
                                 "desc": f"null_fuse (stores nothing; stripefs's FUSE settings and session loop), "
-                                        f"mounted at {mnt}"}
-        log(f"null_fuse mounted at {mnt} (pid {self.null_proc.pid})")
+                                        f"mounted at {mnt}, --transport {transport}"}
+        log(f"{target}: null_fuse mounted at {mnt} (pid {proc.pid}, transport {transport})")
 
     # ------------------------------------------------------------ children
     def run_child(self, cmd, env=None, timeout=None):
@@ -595,10 +667,10 @@ class Targets:
         if target in self.broken:
             return
         extra = ""
-        if target == "stripefs":
-            extra = self.log_tail(os.path.join(self.targets["stripefs"]["meta"], "stripefs.log"))
-        elif target in ("mergerfs", "null"):
-            extra = self.log_tail(os.path.join(self.state_dir, f"{'null_fuse' if target == 'null' else target}.log"))
+        if target in STRIPEFS_TARGETS:
+            extra = self.log_tail(os.path.join(self.targets[target]["meta"], "stripefs.log"))
+        elif target in FOREGROUND_LOG:
+            extra = self.log_tail(os.path.join(self.state_dir, f"{FOREGROUND_LOG[target]}.log"))
         self.broken[target] = why
         self.problems.append(f"{target}: {why}; skipped from then on")
         log(f"{target}: {why}; no more runs on it{extra}")
@@ -608,8 +680,12 @@ class Targets:
         """The backing, then every target of --targets on it, in that order."""
         self.setup_backing()
         for t in self.a.targets:
-            {"raw": self.setup_raw, "stripefs": self.setup_stripefs, "mergerfs": self.setup_mergerfs,
-             "null": self.setup_null}[t]()
+            if t in STRIPEFS_TARGETS:
+                self.setup_stripefs(t)
+            elif t in NULL_TARGETS:
+                self.setup_null(t)
+            else:
+                {"raw": self.setup_raw, "mergerfs": self.setup_mergerfs}[t]()
 
     # ---------------------------------------------------------------- exit
     def finish(self, rc):
@@ -624,9 +700,9 @@ class Targets:
         else:
             others = f" ({len(lines)} unrelated fuse mount(s) of other users present)" if lines else ""
             log(f"cleanup done: no mount of this run left (mount | grep -E 'fuse|stripefs|mergerfs'){others}")
-        for pid, what in ((self.stripefs_pid, "stripefs daemon"),
-                          (self.mergerfs_proc.pid if self.mergerfs_proc else None, "mergerfs"),
-                          (self.null_proc.pid if self.null_proc else None, "null_fuse")):
+        daemons = [(pid, f"{t} daemon") for t, pid in self.stripefs_pids.items()]
+        daemons += [(p.pid, t) for t, p in self.procs.items()]
+        for pid, what in daemons:
             if pid and pid_alive(pid):
                 log(f"ERROR: {what} pid {pid} is still running")
                 rc = rc or 1
@@ -682,7 +758,7 @@ def add_target_args(p, targets=ALL_TARGETS):
                    help=f"subset of {','.join(targets)} (default {','.join(ALL_TARGETS)})")
     if "null" in targets:
         p.add_argument("--null-fuse", metavar="PATH",
-                       help="null_fuse binary for the null target (default build/bench/null_fuse of this checkout)")
+                       help="null_fuse binary for the null targets (default build/bench/null_fuse of this checkout)")
     p.add_argument("--drives", type=int, default=4,
                    help="stripefs drive files and mergerfs branches (default 4)")
     p.add_argument("--stripefs", metavar="PATH",
@@ -690,7 +766,10 @@ def add_target_args(p, targets=ALL_TARGETS):
     p.add_argument("--chunk-size", help="stripefs mkfs --chunk-size (default: stripefs's, 4M)")
     p.add_argument("--mkfs-opt", action="append", default=[], metavar="ARG",
                    help="extra argument for stripefs mkfs (repeatable), e.g. --mkfs-opt=--strategy=random")
-    p.add_argument("--stripefs-mount-opts", metavar="OPTS", help="stripefs mount -o OPTS")
+    p.add_argument("--stripefs-mount-opts", metavar="OPTS",
+                   help="stripefs mount -o OPTS (each stripefs target adds its own transport=: dev, or uring "
+                        "for stripefs-uring)")
     p.add_argument("--mergerfs-opts", default=DEFAULT_MERGERFS_OPTS, metavar="OPTS",
                    help="mergerfs -o OPTS (default %(default)s)")
-    p.add_argument("--logs", metavar="DIR", help="keep stripefs.log and mergerfs.log: copy them to DIR on exit")
+    p.add_argument("--logs", metavar="DIR",
+                   help="keep the daemons' logs (stripefs.log, mergerfs.log, ...): copy them to DIR on exit")

@@ -7,7 +7,9 @@
 #     stripefs, mergerfs and null; a cell mergerfs cannot run, a cell with
 #     2 of 3 runs): a well-formed SVG that names every target, the units, the
 #     backing and the runs, marks the stripefs bars with stripefs/mergerfs;
-#     drawn twice, byte for byte the same file; .png gives a PNG;
+#     drawn twice, byte for byte the same file; .png gives a PNG; with
+#     stripefs-uring and null-uring added, their bars and the marks
+#     stripefs-uring/stripefs;
 #  2. the errors: a missing or broken JSON, --plot-from without --plot, and
 #     matplotlib missing (a stand-in package that fails to import): a message
 #     and exit status 2, before anything runs;
@@ -141,6 +143,25 @@ ok "the same JSON drawn twice gives the same SVG"
 "$compare" --plot "$dir/fixture.png" --plot-from "$dir/fixture.json" 2>/dev/null || fail "--plot x.png"
 [[ $(head -c 8 "$dir/fixture.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "fixture.png is no PNG"
 ok "--plot FILE.png writes a PNG"
+# The transport targets: the same fixture plus stripefs-uring and null-uring
+# (their bars, colours and the stripefs-uring/stripefs marks).
+python3 - "$dir/fixture.json" "$dir/uring.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+doc["config"]["targets"] += ["stripefs-uring", "null-uring"]
+for row in doc["summary"]:
+    for t, twin, k in (("stripefs-uring", "stripefs", 1.25), ("null-uring", "null", 1.5)):
+        v = row[twin]
+        row[t] = v * k if v is not None else None
+        row[f"{t}_runs"] = [x * k for x in row[f"{twin}_runs"]]
+    row["stripefs-uring/stripefs"] = 1.25 if row["stripefs"] is not None else None
+json.dump(doc, open(sys.argv[2], "w"))
+EOF
+"$compare" --plot "$dir/uring.svg" --plot-from "$dir/uring.json" 2>"$dir/err.txt" \
+    || fail "--plot-from with the uring targets exited $?: $(cat "$dir/err.txt")"
+check_svg "$dir/uring.svg" stripefs-uring null-uring "1.25×" "stripefs-uring / stripefs" "stripefs / mergerfs" \
+    || fail "uring.svg"
+ok "--plot-from with stripefs-uring and null-uring: their bars and stripefs-uring/stripefs"
 
 # ---- 2. the errors: a message and exit status 2
 expect_error() {  # expect_error WHAT MESSAGE-PART ARGS...

@@ -10,7 +10,7 @@
 //
 //   null_fuse MOUNTPOINT [--files 4] [--size 4G] [--name-format f{}] [--loop single|mt|workers]
 //             [--workers 8] [--mt-threads 16] [--fill zero|pattern]
-//             [--getxattr enodata|enosys] [--odirect direct_io|cache] [--killpriv]
+//             [--getxattr enodata|enosys] [--odirect direct_io|cache] [--killpriv] [--transport dev|uring]
 //
 // Runs in the foreground; SIGINT/SIGTERM (or fusermount3 -u) unmounts and ends
 // it. At the end it prints how many WRITE, GETXATTR and SETATTR requests it
@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "fs/fuse_ring.h"
 #include "fs/session_loop.h"
 
 namespace {
@@ -291,10 +292,24 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"direct_io", "cache"}));
   app.add_flag("--killpriv", g_killpriv,
                "negotiate FUSE_CAP_HANDLE_KILLPRIV (not stripefs's setting; to measure it)");
+  std::string transport = "dev";
+  app.add_option("--transport", transport,
+                 "with --loop workers: dev (reads and writes of /dev/fuse) or uring (FUSE over io_uring, as "
+                 "stripefs's -o transport=uring)")
+      ->default_val("dev")
+      ->check(CLI::IsMember({"dev", "uring"}));
   app.add_flag("-d,--debug", debug, "libfuse debug output (every request)");
   CLI11_PARSE(app, argc, argv);
 
   g_config.files = files;
+  if (transport == "uring") {
+    std::string why;
+    if (loop != "workers" || !stripefs::fs::RingAvailable(&why)) {
+      std::fprintf(stderr, "null_fuse: --transport uring: %s\n",
+                   loop != "workers" ? "needs --loop workers" : why.c_str());
+      return 2;
+    }
+  }
   const size_t slot = name_format.find("{}");
   if (slot == std::string::npos || name_format.find('/') != std::string::npos) {
     std::fprintf(stderr, "null_fuse: --name-format must contain {} and no '/': '%s'\n", name_format.c_str());
@@ -342,7 +357,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "null_fuse: mounted %s: %u files of %llu bytes, loop %s", mountpoint.c_str(), files,
                static_cast<unsigned long long>(g_config.size), loop.c_str());
-  if (loop == "workers") std::fprintf(stderr, " (%u workers)", workers);
+  if (loop == "workers") std::fprintf(stderr, " (%u workers, transport %s)", workers, transport.c_str());
   if (loop == "mt") std::fprintf(stderr, " (clone_fd, max_threads %u)", mt_threads);
   std::fprintf(stderr, ", fill %s, getxattr %s, odirect %s%s, pid %d\n", fill.c_str(), getxattr.c_str(),
                odirect.c_str(), g_killpriv ? ", killpriv" : "", getpid());
@@ -357,13 +372,15 @@ int main(int argc, char** argv) {
     rc = fuse_session_loop_mt(se, cfg);
     fuse_loop_cfg_destroy(cfg);
   } else {
-    stripefs::fs::RunWorkers(se, workers);  // stripefs's own loop
+    // stripefs's own loop
+    stripefs::fs::RunWorkers(se, workers, nullptr,
+                             transport == "uring" ? stripefs::fs::Transport::kUring : stripefs::fs::Transport::kDev);
   }
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
-  std::fprintf(stderr, "null_fuse: unmounted %s; requests: write %llu, getxattr %llu, setattr %llu\n",
-               mountpoint.c_str(), static_cast<unsigned long long>(g_writes.load()),
+  std::fprintf(stderr, "null_fuse: unmounted %s; transport %s; requests: write %llu, getxattr %llu, setattr %llu\n",
+               mountpoint.c_str(), stripefs::fs::ActiveTransport(), static_cast<unsigned long long>(g_writes.load()),
                static_cast<unsigned long long>(g_getxattrs.load()), static_cast<unsigned long long>(g_setattrs.load()));
   // fuse_session_loop*: 0 on unmount, the signal's number when a signal ended it, -errno on an error.
   return rc < 0 ? 1 : 0;

@@ -72,6 +72,7 @@ class Frontend {
     nlohmann::json j;
     j["version"] = Version();
     j["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    j["transport"] = ActiveTransport();  // "uring" or "dev"
     j["requests"] = requests_.json();
     j["errors"] = {{"EIO", eio_.load()}, {"ENOSPC", enospc_.load()}};
     const CacheStats c = store().cache_stats();

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "fs/fuse_fs.h"
+
+#include "fs/fuse_ring.h"
 #include "fs/evictor.h"
 #include "fs/frontend.h"
 #include "fs/metrics.h"
@@ -170,7 +172,10 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
   on_ready();
   if (evictor) evictor->start();
   MetricsWriter metrics([&] { return frontend.stats_json(); }, options.metrics_file);
-  RunWorkers(se, options.workers, &frontend.requests());
+  std::string why_not_ring;
+  const Transport transport = options.transport.value_or(RingAvailable(&why_not_ring) ? Transport::kUring : Transport::kDev);
+  spdlog::info("transport: {}", transport == Transport::kUring ? "uring (FUSE over io_uring)" : "dev (/dev/fuse)");
+  RunWorkers(se, options.workers, &frontend.requests(), transport);
   metrics.stop();
   endpoint.reset();
   evictor.reset();  // stopped before the session it notifies goes away

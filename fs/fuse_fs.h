@@ -13,6 +13,8 @@
 #include "engine/pool/pool.h"
 #include "fs/evictor.h"
 
+#include "fs/session_loop.h"
+
 namespace stripefs::fs {
 
 // How reads move atime: -o noatime, the default relatime, -o strictatime.
@@ -29,6 +31,8 @@ struct MountOptions {
   bool nonempty = false;                   // -o nonempty: mount over a directory that holds files
   std::optional<bool> read_only;           // -o ro / -o rw, the last one given
   unsigned workers = 8;  // -o workers=N: threads serving requests
+  // -o transport=uring|dev; unset: uring where the kernel offers it (see RingAvailable), else dev.
+  std::optional<Transport> transport;
   std::optional<uint64_t> meta_reserve;  // -o meta_reserve=SIZE (see Pool::check_metadata_room)
   std::string ram_cache = "s3fifo";      // -o ram_cache=s3fifo|lru|off: the RAM tier's read cache
   bool evict = false;         // -o on_full=evict: cache mode (see fs/evictor.h)

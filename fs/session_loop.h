@@ -10,10 +10,21 @@ namespace stripefs::fs {
 
 class RequestStats;
 
+// How requests travel between the kernel and the daemon: reads and writes of
+// /dev/fuse, or FUSE over io_uring (fs/fuse_ring.h) where the kernel offers it.
+enum class Transport { kDev, kUring };
+
 // Serves se's requests on `count` threads (the caller's among them) until
 // unmounted or signalled; after a signal, unmounts and stops every worker.
-// With stats, every request's kind, payload and time are recorded there.
-void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats = nullptr);
+// With kUring, as many ring threads again (at least one per CPU) take over
+// once INIT has accepted the ring; the /dev/fuse workers stay for what the
+// kernel still sends there. With stats, every request's kind, payload and
+// time are recorded there.
+void RunWorkers(fuse_session* se, unsigned count, RequestStats* stats = nullptr, Transport transport = Transport::kDev);
+
+// The transport the running session's requests come through: "uring" once a
+// request has come through the ring, else "dev".
+const char* ActiveTransport();
 
 // Whether the request the calling worker is serving (called from an op under
 // RunWorkers) asks the daemon to clear the file's set-user-ID and

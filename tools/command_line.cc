@@ -34,7 +34,8 @@ void DeclareCommands(CLI::App& app, CommandLine& cl) {
   cl.mount->add_flag("-f,--foreground", mount.options.foreground, "Stay in the foreground, logging to stderr");
   cl.mount->add_option("-o", mount.o,
                        "Mount options, comma-separated: degraded (use the pool with a drive missing), "
-                       "workers=N (threads serving requests, 1-256, default 8), log=FILE (the daemon's log file; default "
+                       "workers=N (threads serving requests, 1-256, default 8), transport=uring|dev (FUSE over io_uring "
+                       "or /dev/fuse; default uring where the kernel offers it), log=FILE (the daemon's log file; default "
                        "DIR/stripefs.log; it logs to syslog too), log_level=LEVEL (default info), metrics=FILE (the stats in Prometheus text format, "
                        "rewritten every 5 s), metrics_listen=[HOST:]PORT (the same over HTTP at /metrics; on 127.0.0.1 unless HOST "
                        "is given), on_full=evict|enospc (cache mode: evict least recently used files "

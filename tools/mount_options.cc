@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "engine/pool/pool.h"  // ParseSize
+#include "fs/fuse_ring.h"     // RingAvailable
 
 namespace stripefs {
 namespace {
@@ -46,6 +47,12 @@ Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts,
       auto n = ParseCount(o.substr(8), 1, 256);
       if (!n) return Status::Invalid(fmt::format("-o workers=N needs a whole number from 1 to 256, not '{}'", o.substr(8)));
       mo.workers = *n;
+    } else if (o.rfind("transport=", 0) == 0) {
+      const std::string v = o.substr(10);
+      if (v != "uring" && v != "dev") return Status::Invalid(fmt::format("-o transport= takes uring or dev, not '{}'", v));
+      std::string why;
+      if (v == "uring" && !fs::RingAvailable(&why)) return Status::Invalid("-o transport=uring: " + why);
+      mo.transport = v == "uring" ? fs::Transport::kUring : fs::Transport::kDev;
     } else if (o.rfind("on_full=", 0) == 0) {
       const std::string v = o.substr(8);
       if (v != "evict" && v != "enospc") return Status::Invalid(fmt::format("-o on_full= takes evict or enospc, not '{}'", v));

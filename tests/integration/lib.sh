@@ -9,6 +9,8 @@
 #   NDRIVES (4)  DRIVE_SIZE (256M)  RAM_SIZE (64M, empty = no RAM segment)
 #   CHUNK_SIZE (empty = the default)  MOUNT_OPTS (array, e.g. (-o allow_other))
 #   NO_DEFAULT_POOL=1  only make the temp dir; the test builds its own pools.
+#   STRIPEFS_TRANSPORT=uring|dev  mount_pool mounts with -o transport=...; for
+#     uring the kernel's enable_uring is turned on for the test (and restored).
 # An EXIT trap unmounts every pool this script mounted, waits for the daemons
 # to exit and removes the temp dir, whether the test passed or failed.
 
@@ -21,6 +23,9 @@ DRIVE_SIZE=${DRIVE_SIZE:-256M}
 RAM_SIZE=${RAM_SIZE-64M}
 CHUNK_SIZE=${CHUNK_SIZE:-}
 [[ -v MOUNT_OPTS ]] || MOUNT_OPTS=()
+TRANSPORT=${STRIPEFS_TRANSPORT:-}
+ENABLE_URING=/sys/module/fuse/parameters/enable_uring
+URING_WAS=  # enable_uring's value before this test turned it on
 MiB=$((1024 * 1024))
 
 log()  { echo "[$TEST_NAME] $*"; }
@@ -142,6 +147,7 @@ teardown() {
     else
         rm -rf --one-file-system "$TMP"
     fi
+    [[ -n "$URING_WAS" ]] && echo "$URING_WAS" >"$ENABLE_URING"
     if ((rc == 0)); then echo "[$TEST_NAME] PASS"; else echo "[$TEST_NAME] FAILED (exit $rc)" >&2; fi
     exit "$rc"
 }
@@ -167,9 +173,19 @@ mount_pool() {
     mkdir -p "$MNT"
     ! mountpoint -q "$MNT" || fail "$MNT is already mounted"
     [[ " ${MOUNTED[*]} " == *" $META|$MNT "* ]] || MOUNTED+=("$META|$MNT")  # for teardown
-    "$STRIPEFS" mount "$META" "$MNT" "${MOUNT_OPTS[@]}" || fail "stripefs mount $META $MNT failed"
+    local opts=("${MOUNT_OPTS[@]}") i transport=
+    [[ -z "$TRANSPORT" ]] || opts+=(-o "transport=$TRANSPORT")
+    "$STRIPEFS" mount "$META" "$MNT" "${opts[@]}" || fail "stripefs mount $META $MNT failed"
     mountpoint -q "$MNT" || fail "stripefs mount returned but $MNT is not a mountpoint"
     pid_alive "$(daemon_pid)" || fail "daemon pid in $META/daemon.pid is not running"
+    if [[ "$TRANSPORT" == uring ]]; then  # the ring threads register just after INIT
+        for ((i = 0; i < 100; i++)); do
+            transport=$("$STRIPEFS" stats "$MNT" --json | json 'd["transport"]')
+            [[ "$transport" == uring ]] && break
+            sleep 0.05
+        done
+        [[ "$transport" == uring ]] || fail "mounted with -o transport=uring, but the requests come through $transport"
+    fi
 }
 
 unmount_pool() {
@@ -222,6 +238,11 @@ writes_land_on_new_drive() {
 need python3; need fusermount3; need mountpoint
 [[ -x "$STRIPEFS" ]] || fail "stripefs binary not found at '$STRIPEFS' (set STRIPEFS)"
 [[ -c /dev/fuse ]] || fail "/dev/fuse is missing"
+if [[ "$TRANSPORT" == uring ]]; then
+    [[ -w "$ENABLE_URING" ]] || fail "STRIPEFS_TRANSPORT=uring: this kernel has no $ENABLE_URING (FUSE over io_uring needs Linux 6.14 or later)"
+    URING_WAS=$(cat "$ENABLE_URING")
+    echo 1 >"$ENABLE_URING"
+fi
 if [[ "${NO_DEFAULT_POOL:-0}" != 1 ]]; then
     mkfs_pool
     mount_pool

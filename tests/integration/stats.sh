@@ -19,7 +19,7 @@ assert_eq "$(json 'd["requests"]["read"]["count"] >= 60 and d["requests"]["write
 assert_eq "$(json 'd["cache"]["hits"] >= 40 and d["cache"]["capacity"] == 64 << 20' <"$TMP/stats.json")" true \
     "the RAM tier (64M) served the re-reads of small files"
 assert_eq "$(json 'sorted(d.keys())' <"$TMP/stats.json")" \
-    '["cache", "dirty_bytes", "errors", "eviction", "metadata", "repaired_blocks", "requests", "segments", "uptime_s", "version"]' \
+    '["cache", "dirty_bytes", "errors", "eviction", "metadata", "repaired_blocks", "requests", "segments", "transport", "uptime_s", "version"]' \
     "stats document keys"
 assert_eq "$(json 'all(k in r for r in d["requests"].values() for k in ("count", "bytes", "p50_us", "p90_us", "p99_us", "max_us"))' <"$TMP/stats.json")" \
     true "every request kind has count, bytes and latency percentiles"

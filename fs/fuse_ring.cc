@@ -88,14 +88,14 @@ void FuseRing::start() {
 
 void FuseRing::stop() {
   std::lock_guard lock(mu_);
-  stopped_ = true;
+  stopped_.store(true, std::memory_order_release);
   cv_.notify_all();
 }
 
 bool FuseRing::wait_for_start() {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return started_ || stopped_; });
-  return !stopped_;
+  cv_.wait(lock, [&] { return started_ || stopped_.load(); });
+  return !stopped_.load();
 }
 
 bool FuseRing::TakeReply(const iovec* iov, int count) {
@@ -155,10 +155,7 @@ void FuseRing::run(unsigned qid) {
       spdlog::error("fuse ring queue {}: {}", qid, std::strerror(-rc));
       break;
     }
-    {
-      std::lock_guard lock(mu_);
-      if (stopped_) break;
-    }
+    if (stopped_.load(std::memory_order_acquire)) break;  // every request passes here: no lock
     io_uring_cqe* cqe = nullptr;
     if (io_uring_peek_cqe(&ring, &cqe) != 0) continue;  // interrupted before the kernel answered
     const int res = cqe->res;
@@ -176,7 +173,8 @@ void FuseRing::run(unsigned qid) {
       }
       break;
     }
-    served_.store(true, std::memory_order_relaxed);
+    // Stored once: a store per request would bounce the line between the ring threads.
+    if (!served_.load(std::memory_order_relaxed)) served_.store(true, std::memory_order_relaxed);
     fuse_in_header in;
     std::memcpy(&in, entry.header->in_out, sizeof(in));
     const uint32_t payload = entry.header->entry.payload_sz;

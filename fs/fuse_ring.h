@@ -92,7 +92,8 @@ class FuseRing {
   const Serve serve_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool started_ = false, stopped_ = false;
+  bool started_ = false;             // under mu_
+  std::atomic<bool> stopped_{false};  // set under mu_ (for the wait), read without it by the loop
   std::atomic<bool> served_{false};
 };
 

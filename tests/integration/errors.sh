@@ -70,6 +70,21 @@ for w in 0 257 x 8x ""; do
     grep -q "workers=N" "$TMP/err" || fail "workers=$w: message does not say what is expected: $(cat "$TMP/err")"
     not_mounted "workers=$w"
 done
+expect_cli_fail "mount -o transport=tcp" "$STRIPEFS" mount "$META" "$MNT" -o transport=tcp
+grep -q "uring or dev" "$TMP/err" || fail "transport=tcp: message does not name the choices: $(cat "$TMP/err")"
+not_mounted "transport=tcp"
+# -o transport=uring with the kernel's switch off (or absent): one line that
+# says how to turn it on, and no mount. The switch is put back at once (and by
+# teardown, through URING_WAS, if this fails first).
+if [[ -w "$ENABLE_URING" ]]; then
+    URING_WAS=$(cat "$ENABLE_URING")
+    echo 0 >"$ENABLE_URING"
+fi
+expect_cli_fail "mount -o transport=uring with FUSE over io_uring off" "$STRIPEFS" mount "$META" "$MNT" -o transport=uring
+[[ -z "$URING_WAS" ]] || { echo "$URING_WAS" >"$ENABLE_URING"; URING_WAS=; }
+grep -Eq "enable_uring|Linux 6.14" "$TMP/err" || fail "transport=uring: message does not say how to get the ring: $(cat "$TMP/err")"
+(($(wc -l <"$TMP/err") == 1)) || fail "transport=uring: the refusal is not one line: $(cat "$TMP/err")"
+not_mounted "transport=uring with the ring off"
 MOUNT_OPTS=(-o workers=1); mount_pool; MOUNT_OPTS=()  # one worker serves everything
 [[ "$(sha256sum <"$MNT/data")" == "$sum_a" ]] || fail "data differs when served by one worker"
 ok "-o workers=1 mounts and serves the data"

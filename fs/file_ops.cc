@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "fs/fuse_ring.h"
 #include "fs/ops.h"
 #include "fs/session_loop.h"
 
@@ -163,13 +164,23 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   if (static_cast<uint64_t>(off) >= file_size) return (void)fuse_reply_buf(req, nullptr, 0);
   size = static_cast<size_t>(std::min<uint64_t>(size, file_size - static_cast<uint64_t>(off)));
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-  thread_local AlignedBuffer buf;  // one per worker, reused: the reply is sent from it
-  auto bytes = f->store().read(*h->obj, static_cast<uint64_t>(off), size, buf);
-  if (Failed(req, bytes, "read")) return;
+  const char* bytes = nullptr;
+  if (char* ring_payload = FuseRing::ReplyBuffer(size)) {
+    // Over io_uring the drives read straight into the reply's ring buffer
+    // (aligned reads; others through one copy, as below).
+    Status s = f->store().read(*h->obj, static_cast<uint64_t>(off), size, ring_payload);
+    if (!s.ok()) return ReplyError(req, s, "read");
+    bytes = ring_payload;
+  } else {
+    thread_local AlignedBuffer buf;  // one per worker, reused: the reply is sent from it
+    auto read = f->store().read(*h->obj, static_cast<uint64_t>(off), size, buf);
+    if (Failed(req, read, "read")) return;
+    bytes = read.value();
+  }
   // Before the reply: once the reader has its bytes, its next stat may be
   // answered by another worker, and must already see the new atime.
   f->maybe_touch_atime(ino, r.value());
-  fuse_reply_buf(req, bytes.value(), size);
+  fuse_reply_buf(req, bytes, size);
   if (Evictor* e = f->evictor()) e->accessed(ino);
 }
 

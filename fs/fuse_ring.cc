@@ -124,6 +124,11 @@ bool FuseRing::TakeReply(const iovec* iov, int count) {
   return true;
 }
 
+char* FuseRing::ReplyBuffer(size_t len) {
+  Entry* e = t_entry;
+  return e && !e->replied && len <= e->capacity ? e->payload : nullptr;
+}
+
 void FuseRing::run(unsigned qid) {
   if (!wait_for_start()) return;
   io_uring ring{};

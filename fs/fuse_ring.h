@@ -83,6 +83,11 @@ class FuseRing {
   // request with the reply's unique, copies the reply into its entry and
   // returns true (the commit goes with the next fetch); false otherwise.
   static bool TakeReply(const struct iovec* iov, int count);
+  // Where the calling thread may build a reply payload of len bytes so that
+  // TakeReply finds it in place and copies nothing: the entry's payload
+  // buffer (4 KiB aligned) while it serves a ring request, else nullptr.
+  // The request's own bytes lie in front of it, not in it.
+  static char* ReplyBuffer(size_t len);
 
  private:
   bool wait_for_start();

@@ -86,7 +86,8 @@ class FuseRing {
   // Where the calling thread may build a reply payload of len bytes so that
   // TakeReply finds it in place and copies nothing: the entry's payload
   // buffer (4 KiB aligned) while it serves a ring request, else nullptr.
-  // The request's own bytes lie in front of it, not in it.
+  // A READ's request lies wholly in front of it; a WRITE's data starts in
+  // it, so only a reply built after the data is used may go there.
   static char* ReplyBuffer(size_t len);
 
  private:

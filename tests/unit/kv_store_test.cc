@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// KvStore::scan, the same contract for the in-memory store and RocksDB.
+// KvStore::scan, the same contract for the in-memory store, RocksDB and etcd.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,14 +11,21 @@
 #include <rocksdb/perf_level.h>
 
 #include "meta/kv_store.h"
+#include "etcd_test_cluster.h"
 
 namespace stripefs::meta {
 namespace {
 
-class KvStoreTest : public testing::TestWithParam<bool> {
+enum class Store { kMemory, kRocksDB, kEtcd };
+
+class KvStoreTest : public testing::TestWithParam<Store> {
  protected:
   void SetUp() override {
-    if (GetParam()) {
+    if (GetParam() == Store::kEtcd) {
+      auto kv = OpenEtcdKvStore(testing_etcd::TestEtcdCluster::Get().FreshTarget(), OpenMode::kCreate);
+      ASSERT_TRUE(kv.ok()) << kv.status().message();
+      kv_ = std::move(kv).value();
+    } else if (GetParam() == Store::kRocksDB) {
       dir_ = std::filesystem::temp_directory_path() / ("stripefs-kv-" + std::to_string(getpid()));
       std::filesystem::remove_all(dir_);
       auto kv = OpenRocksKvStore(dir_.string(), OpenMode::kCreate);
@@ -109,8 +116,10 @@ TEST(RocksKvStoreTest, ScanDoesNotWalkDeletedKeysPastThePrefix) {
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, KvStoreTest, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& info) { return info.param ? "RocksDB" : "Memory"; });
+INSTANTIATE_TEST_SUITE_P(Stores, KvStoreTest, testing::Values(Store::kMemory, Store::kRocksDB, Store::kEtcd),
+                         [](const testing::TestParamInfo<Store>& info) {
+                           return info.param == Store::kMemory ? "Memory" : info.param == Store::kRocksDB ? "RocksDB" : "Etcd";
+                         });
 
 }  // namespace
 }  // namespace stripefs::meta

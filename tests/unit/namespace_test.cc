@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Namespace operations, run over the in-memory store and a real RocksDB store.
+// Namespace operations, run over the in-memory store, a real RocksDB store and a real etcd cluster.
 #include "meta/namespace.h"
+#include "etcd_test_cluster.h"
 
 #include <gtest/gtest.h>
 #include <linux/fs.h>  // RENAME_NOREPLACE, RENAME_EXCHANGE
@@ -23,13 +24,19 @@ static_assert(RENAME_NOREPLACE == 1 && RENAME_EXCHANGE == 2);
 
 const std::string kUuid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 
-enum class Backend { kMem, kRocks };
-void PrintTo(Backend b, std::ostream* os) { *os << (b == Backend::kMem ? "Mem" : "Rocks"); }
+enum class Backend { kMem, kRocks, kEtcd };
+std::string BackendName(Backend b) { return b == Backend::kMem ? "Mem" : b == Backend::kRocks ? "Rocks" : "Etcd"; }
+void PrintTo(Backend b, std::ostream* os) { *os << BackendName(b); }
 
 class NamespaceTest : public testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (GetParam() == Backend::kRocks) {
+    if (GetParam() == Backend::kEtcd) {
+      etcd_ = testing_etcd::TestEtcdCluster::Get().FreshTarget();
+      auto kv = OpenEtcdKvStore(etcd_, OpenMode::kCreate);
+      ASSERT_TRUE(kv.ok()) << kv.status().message();
+      kv_ = std::move(kv).value();
+    } else if (GetParam() == Backend::kRocks) {
       char tmpl[] = "/tmp/stripefs_ns_test.XXXXXX";
       ASSERT_NE(mkdtemp(tmpl), nullptr);
       dir_ = tmpl;
@@ -57,12 +64,13 @@ class NamespaceTest : public testing::TestWithParam<Backend> {
     ns_ = std::move(ns).value();
   }
 
-  // A fresh Namespace (no cache); for RocksDB also a closed and reopened store.
+  // A fresh Namespace (no cache); for RocksDB and etcd also a closed and reopened store.
   void Reopen() {
     ns_.reset();
-    if (GetParam() == Backend::kRocks) {
+    if (GetParam() != Backend::kMem) {
       kv_.reset();
-      auto kv = OpenRocksKvStore(dir_ + "/meta", OpenMode::kReadWrite);
+      auto kv = GetParam() == Backend::kRocks ? OpenRocksKvStore(dir_ + "/meta", OpenMode::kReadWrite)
+                                              : OpenEtcdKvStore(etcd_, OpenMode::kReadWrite);
       ASSERT_TRUE(kv.ok()) << kv.status().message();
       kv_ = std::move(kv).value();
     }
@@ -119,6 +127,7 @@ class NamespaceTest : public testing::TestWithParam<Backend> {
   }
 
   std::string dir_;
+  EtcdTarget etcd_;  // kEtcd: where the store is
   std::unique_ptr<KvStore> kv_;
   std::unique_ptr<Namespace> ns_;
 };
@@ -837,9 +846,9 @@ TEST_P(NamespaceTest, ConcurrentBatchesOfNewEntriesAndMkdirsLoseNoLink) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, NamespaceTest, testing::Values(Backend::kMem, Backend::kRocks),
+INSTANTIATE_TEST_SUITE_P(Stores, NamespaceTest, testing::Values(Backend::kMem, Backend::kRocks, Backend::kEtcd),
                          [](const testing::TestParamInfo<Backend>& info) {
-                           return info.param == Backend::kMem ? std::string("Mem") : std::string("Rocks");
+                           return BackendName(info.param);
                          });
 
 }  // namespace

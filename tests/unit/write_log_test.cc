@@ -13,6 +13,7 @@
 
 #include "meta/kv_store.h"
 #include "meta/write_log.h"
+#include "etcd_test_cluster.h"
 
 namespace stripefs::meta {
 namespace {
@@ -32,13 +33,19 @@ std::vector<std::string> ReadAll(KvStore* kv) {
   return out;
 }
 
-class WriteLogTest : public testing::TestWithParam<bool> {
+enum class Store { kMemory, kFiles, kEtcd };
+
+class WriteLogTest : public testing::TestWithParam<Store> {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("stripefs-log-" + std::to_string(getpid()));
     std::filesystem::remove_all(dir_);
-    if (GetParam()) {
+    if (GetParam() == Store::kFiles) {
       Open(OpenMode::kCreate);
+    } else if (GetParam() == Store::kEtcd) {
+      auto kv = OpenEtcdKvStore(testing_etcd::TestEtcdCluster::Get().FreshTarget(), OpenMode::kCreate);
+      ASSERT_TRUE(kv.ok()) << kv.status().message();
+      kv_ = std::move(kv).value();
     } else {
       kv_ = NewMemKvStore();
     }
@@ -88,8 +95,10 @@ TEST_P(WriteLogTest, ReadStopsWhenAsked) {
   EXPECT_EQ(seen, 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, WriteLogTest, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& i) { return i.param ? "RocksDB" : "Memory"; });
+INSTANTIATE_TEST_SUITE_P(Stores, WriteLogTest, testing::Values(Store::kMemory, Store::kFiles, Store::kEtcd),
+                         [](const testing::TestParamInfo<Store>& i) {
+                           return i.param == Store::kMemory ? "Memory" : i.param == Store::kFiles ? "RocksDB" : "Etcd";
+                         });
 
 class FileWriteLogTest : public WriteLogTest {};
 
@@ -136,7 +145,7 @@ TEST_P(FileWriteLogTest, TornOrDamagedRecordEndsItsSegment) {
   EXPECT_FALSE(Append(kv_.get(), "x").ok());  // read-only
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, FileWriteLogTest, testing::Values(true));
+INSTANTIATE_TEST_SUITE_P(Files, FileWriteLogTest, testing::Values(Store::kFiles));
 
 TEST(MemWriteLogTest, PowerCutLosesWhatWasNotSynced) {
   MemWriteLog log;

@@ -43,7 +43,9 @@ Result<EtcdTarget> ParseEtcdUri(std::string_view uri) {
       return bad("endpoint '" + std::string(ep) + "' is not HOST:PORT");
     }
     t.endpoints.emplace_back(ep);
-    hosts = comma == std::string_view::npos ? std::string_view() : hosts.substr(comma + 1);
+    if (comma == std::string_view::npos) break;
+    hosts = hosts.substr(comma + 1);
+    if (hosts.empty()) return bad("an empty endpoint after ','");
   }
   if (t.endpoints.empty()) return bad("no endpoint");
   return t;

@@ -39,7 +39,11 @@ struct MountOptions {
   EvictorOptions evictor;     // -o evict_high=PCT,evict_low=PCT
   std::string metrics_file;   // -o metrics=FILE: Prometheus text, refreshed every 5 s
   std::string metrics_listen;  // -o metrics_listen=[HOST:]PORT as HOST:PORT: the metrics over HTTP
-  std::string log_file;       // -o log=FILE (default DIR/stripefs.log)
+  std::string log_file;       // -o log=FILE (default STATE/stripefs.log)
+  // -o state=DIR: where the daemon keeps its pid file (and log). Default: the
+  // metadata directory, or for an etcd pool /run/stripefs/ and a name made
+  // from its address (see StateDirFor in tools/daemon.cc).
+  std::string state_dir;
   spdlog::level::level_enum log_level = spdlog::level::info;  // -o log_level=LEVEL
 };
 

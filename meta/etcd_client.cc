@@ -94,7 +94,8 @@ EtcdClient::EtcdClient(EtcdTarget target, std::shared_ptr<grpc::Channel> channel
       timeout_(timeout),
       channel_(std::move(channel)),
       kv_(pb::KV::NewStub(channel_)),
-      lease_(pb::Lease::NewStub(channel_)) {}
+      lease_(pb::Lease::NewStub(channel_)),
+      maintenance_(pb::Maintenance::NewStub(channel_)) {}
 
 template <class Stub, class Req, class Resp>
 Status EtcdClient::call(const char* what, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
@@ -173,6 +174,10 @@ Status EtcdClient::revoke_lease(int64_t lease) {
   req.set_id(lease);
   pb::LeaseRevokeResponse resp;
   return call("release the lease", &pb::Lease::Stub::LeaseRevoke, lease_.get(), req, &resp);
+}
+
+Status EtcdClient::status(pb::StatusResponse* resp) {
+  return call("read the cluster's status", &pb::Maintenance::Stub::Status, maintenance_.get(), pb::StatusRequest(), resp);
 }
 
 }  // namespace stripefs::meta

@@ -26,6 +26,8 @@ class EtcdClient {
   // The lease's seconds left after the refresh; 0 or less once it is gone.
   Result<int64_t> keep_alive(int64_t lease);
   Status revoke_lease(int64_t lease);
+  // The answering member's status (its database size).
+  Status status(etcdserverpb::StatusResponse* resp);
 
   const EtcdTarget& target() const { return target_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -42,6 +44,7 @@ class EtcdClient {
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<etcdserverpb::KV::Stub> kv_;
   const std::unique_ptr<etcdserverpb::Lease::Stub> lease_;
+  const std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance_;
 };
 
 }  // namespace stripefs::meta

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -145,6 +146,19 @@ class EtcdKvStore final : public KvStore {
 
   Status read_log(const std::function<bool(std::string_view)>& fn) override {
     return scan_raw(p_ + "l", 0, [&](std::string_view, std::string_view v) { return fn(v); });
+  }
+
+  // The whole cluster's database, which every pool under any prefix shares:
+  // etcd refuses writes once its file reaches the quota.
+  Result<Space> space() override {
+    pb::StatusResponse resp;
+    SFS_RETURN_IF_ERROR(etcd_->status(&resp));
+    const auto file = static_cast<uint64_t>(std::max<int64_t>(resp.dbsize(), 0));
+    Space space;
+    space.used = resp.dbsizeinuse() > 0 ? static_cast<uint64_t>(resp.dbsizeinuse()) : file;
+    space.size = std::max(o_.quota_bytes, file);
+    space.free = space.size - file;
+    return space;
   }
 
  private:
@@ -373,7 +387,7 @@ Status EtcdKvStore::take_lock() {
     if (here || Clock::now() >= give_up) {
       return Status(Code::kBusy, "pool " + etcd_->target().uri() + " is mounted read-write by " + held.value() +
                                      ", which holds its writer lock in etcd; a second writer is refused "
-                                     "(mount it with -o ro, or stop that one)");
+                                     "(unmount or stop that one first)");
     }
     if (!told) {
       spdlog::info("etcd {}: waiting up to {} ms for the writer lock held by {} (its lease lasts {} s)",

@@ -41,6 +41,9 @@ struct EtcdOptions {
   // long; the next writer waits for it (up to lock_wait).
   std::chrono::seconds lease_ttl{10};
   std::chrono::milliseconds lock_wait{15000};
+  // The cluster's space quota, which df reports free space against. etcd's
+  // API does not tell it; this is etcd's default --quota-backend-bytes.
+  uint64_t quota_bytes = 2ull << 30;
 };
 
 // kCreate refuses a prefix that already holds keys; kReadWrite and

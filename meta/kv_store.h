@@ -66,6 +66,16 @@ class KvStore {
   virtual Status drop_log(uint64_t through) = 0;
   // Calls fn for every record, oldest first, until it returns false.
   virtual Status read_log(const std::function<bool(std::string_view record)>& fn) = 0;
+
+  // What the store holds and the room it has left to grow: for RocksDB its
+  // directory's files and the free space of their file system; for etcd the
+  // database size against the cluster's space quota.
+  struct Space {
+    uint64_t used = 0;  // bytes the store takes
+    uint64_t free = 0;  // bytes it may still grow by
+    uint64_t size = 0;  // used and free, and whatever else shares the room
+  };
+  virtual Result<Space> space() = 0;
 };
 
 // In-memory store for tests. Crash-free: sync() is a no-op, and so is the log's durability.
@@ -75,5 +85,10 @@ enum class OpenMode { kCreate, kReadWrite, kReadOnly };
 // Opens (or with kCreate, creates) a RocksDB store in dir. A store held by a
 // running daemon cannot be opened kReadWrite: the error is kBusy.
 Result<std::unique_ptr<KvStore>> OpenRocksKvStore(const std::string& dir, OpenMode mode);
+
+// Opens the store where a pool's metadata lives, as --meta names it: a
+// directory (RocksDB) or etcd://HOST:PORT[,HOST:PORT...]/PREFIX (see
+// meta/etcd_kv_store.h and its IsEtcdUri).
+Result<std::unique_ptr<KvStore>> OpenKvStore(const std::string& meta, OpenMode mode);
 
 }  // namespace stripefs::meta

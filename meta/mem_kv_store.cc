@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // In-memory KvStore: an ordered map under a mutex.
+#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -49,6 +50,15 @@ class MemKvStore final : public KvStore {
   Result<uint64_t> roll_log() override { return log_.roll(); }
   Status drop_log(uint64_t through) override { return log_.drop(through); }
   Status read_log(const std::function<bool(std::string_view)>& fn) override { return log_.read(fn); }
+  // The bytes of its keys and values; room is whatever memory the process gets.
+  Result<Space> space() override {
+    std::lock_guard lock(mu_);
+    Space space;
+    for (const auto& [k, v] : map_) space.used += k.size() + v.size();
+    space.free = UINT64_MAX / 2;
+    space.size = space.used + space.free;
+    return space;
+  }
 
  private:
   MemWriteLog log_;

@@ -5,6 +5,11 @@
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/write_batch.h>
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "meta/kv_store.h"
 #include "meta/write_log.h"
@@ -14,8 +19,8 @@ namespace {
 
 class RocksKvStore final : public KvStore {
  public:
-  RocksKvStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<FileWriteLog> log, bool read_only)
-      : db_(std::move(db)), log_(std::move(log)), read_only_(read_only) {}
+  RocksKvStore(std::string dir, std::unique_ptr<rocksdb::DB> db, std::unique_ptr<FileWriteLog> log, bool read_only)
+      : dir_(std::move(dir)), db_(std::move(db)), log_(std::move(log)), read_only_(read_only) {}
   ~RocksKvStore() override {
     if (!read_only_) {
       db_->FlushWAL(true).PermitUncheckedError();
@@ -82,6 +87,23 @@ class RocksKvStore final : public KvStore {
   Status drop_log(uint64_t through) override { return log_->drop(through); }
   Status read_log(const std::function<bool(std::string_view)>& fn) override { return log_->read(fn); }
 
+  // The directory's own files, and the room its file system has left.
+  Result<Space> space() override {
+    struct statvfs st;
+    if (statvfs(dir_.c_str(), &st) != 0) {
+      return Status::IOError("cannot stat the file system of " + dir_ + ": " + strerror(errno));
+    }
+    Space space;
+    space.free = uint64_t{st.f_bavail} * st.f_frsize;
+    space.size = uint64_t{st.f_blocks} * st.f_frsize;
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(dir_, ec)) {
+      std::error_code size_ec;
+      if (f.is_regular_file(size_ec)) space.used += f.file_size(size_ec);
+    }
+    return space;
+  }
+
  private:
   static Status convert(const rocksdb::Status& s) {
     if (s.ok()) return Status::OK();
@@ -90,6 +112,7 @@ class RocksKvStore final : public KvStore {
     return Status::IOError("metadata store: " + s.ToString());
   }
 
+  const std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;
   std::unique_ptr<FileWriteLog> log_;
   bool read_only_;
@@ -142,7 +165,7 @@ Result<std::unique_ptr<KvStore>> OpenRocksKvStore(const std::string& dir, OpenMo
   // leaves it alone, and the store's LOCK (held above) covers it too.
   auto log = FileWriteLog::Open(dir + "/write-log", mode == OpenMode::kReadOnly);
   if (!log.ok()) return log.status();
-  return std::unique_ptr<KvStore>(new RocksKvStore(std::move(db), std::move(log).value(), mode == OpenMode::kReadOnly));
+  return std::unique_ptr<KvStore>(new RocksKvStore(dir, std::move(db), std::move(log).value(), mode == OpenMode::kReadOnly));
 }
 
 }  // namespace stripefs::meta

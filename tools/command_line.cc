@@ -19,7 +19,7 @@ void AddNewDrivePath(CLI::App* cmd, std::string& drive) {
 void DeclareCommands(CLI::App& app, CommandLine& cl) {
   MkfsArgs& mkfs = cl.mkfs_args;
   cl.mkfs = app.add_subcommand("mkfs", "Format a pool: drives (files or block devices), a RAM segment, metadata");
-  cl.mkfs->add_option("--meta", mkfs.meta_dir, "Directory for the pool's metadata (RocksDB)")->required();
+  cl.mkfs->add_option("--meta", mkfs.meta_dir, "Where the pool's metadata lives: a directory (RocksDB), or etcd://HOST:PORT[,HOST:PORT...]/PREFIX (an etcd cluster)")->required();
   cl.mkfs->add_option("--drive", mkfs.drives, "PATH[:SIZE] of a drive; a file is created or grown to SIZE (K/M/G/T)")->required();
   cl.mkfs->add_option("--ram", mkfs.ram, "Size of a RAM segment (K/M/G/T)");
   cl.mkfs->add_option("--chunk-size", mkfs.chunk, "Chunk size, a power of two from 1M to 64M")->capture_default_str();
@@ -29,21 +29,22 @@ void DeclareCommands(CLI::App& app, CommandLine& cl) {
 
   MountArgs& mount = cl.mount_args;
   cl.mount = app.add_subcommand("mount", "Mount a pool; returns once the mount answers");
-  cl.mount->add_option("DIR", mount.options.meta_dir, "The pool's metadata directory (--meta of mkfs)")->required();
+  cl.mount->add_option("DIR", mount.options.meta_dir, "Where the pool's metadata lives (--meta of mkfs: a directory or an etcd:// address)")->required();
   cl.mount->add_option("MOUNTPOINT", mount.options.mountpoint, "An existing directory to mount on")->required();
   cl.mount->add_flag("-f,--foreground", mount.options.foreground, "Stay in the foreground, logging to stderr");
   cl.mount->add_option("-o", mount.o,
                        "Mount options, comma-separated: degraded (use the pool with a drive missing), "
                        "workers=N (threads serving requests, 1-256, default 8), transport=uring|dev (FUSE over io_uring "
                        "or /dev/fuse; default uring where the kernel offers it), log=FILE (the daemon's log file; default "
-                       "DIR/stripefs.log; it logs to syslog too), log_level=LEVEL (default info), metrics=FILE (the stats in Prometheus text format, "
+                       "STATE/stripefs.log; it logs to syslog too), state=DIR (where the daemon keeps its pid file and log; "
+                       "default the metadata directory, or /run/stripefs/NAME for an etcd pool), log_level=LEVEL (default info), metrics=FILE (the stats in Prometheus text format, "
                        "rewritten every 5 s), metrics_listen=[HOST:]PORT (the same over HTTP at /metrics; on 127.0.0.1 unless HOST "
                        "is given), on_full=evict|enospc (cache mode: evict least recently used files "
                        "instead of failing when full; evict_high=PCT and evict_low=PCT set when, default 90 and 80 (evict_high=100: "
                        "only writes that find no room evict); "
                        "a file with xattr user.stripefs.pin=1 stays), ram_cache=s3fifo|lru|off (the RAM segment as a read cache of "
                        "whole chunks; default s3fifo), meta_reserve=SIZE (free space kept on the "
-                       "metadata directory's file system for deletes; default 64M or a tenth of it), noatime (reads never update "
+                       "metadata directory's file system, or in the etcd cluster's quota, for deletes; default 64M or a tenth of it), noatime (reads never update "
                        "atime; the default is relatime), strictatime (every read does), or FUSE options such as ro, "
                        "allow_other")
       ->delimiter(',');

@@ -19,6 +19,7 @@
 
 #include "engine/pool/pool.h"
 #include "fs/control.h"
+#include "meta/etcd_kv_store.h"
 #include "tools/commands.h"
 
 namespace stripefs {
@@ -90,6 +91,14 @@ std::optional<std::string> DeadMountProblem(const std::string& path) {
 int FailMissing(const std::string& path) {
   if (auto dead = DeadMountProblem(path)) return Fail(*dead);
   return Fail(fmt::format("{}: no such file or directory", path));
+}
+
+TargetKind KindOfTarget(const std::string& target) {
+  if (meta::IsEtcdUri(target)) return TargetKind::kPoolMetadata;
+  std::error_code ec;
+  if (!std::filesystem::exists(target, ec)) return TargetKind::kMissing;
+  if (std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) return TargetKind::kPoolMetadata;
+  return TargetKind::kOther;
 }
 
 Result<std::string> LiveXattr(const std::string& path, std::string_view name, size_t initial) {

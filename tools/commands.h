@@ -38,6 +38,12 @@ std::optional<std::string> DeadMountProblem(const std::string& path);
 // message when that is why PATH cannot be seen.
 int FailMissing(const std::string& path);
 
+// What a command's TARGET names: an unmounted pool's metadata (a directory
+// holding its store, or an etcd:// address), something else that exists (a
+// mountpoint, say), or nothing.
+enum class TargetKind { kPoolMetadata, kOther, kMissing };
+TargetKind KindOfTarget(const std::string& target);
+
 // PATH or PATH:SIZE (K/M/G/T).
 Result<DriveSpec> ParseDriveSpec(const std::string& text);
 

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <string>
 
 #include "engine/pool/pool.h"
+#include "meta/etcd_kv_store.h"
 #include "tools/commands.h"
 
 namespace stripefs {
@@ -83,6 +85,23 @@ std::string CanonicalPath(const std::string& path) {
   if (ec) return path;
   std::filesystem::path canonical = std::filesystem::weakly_canonical(abs, ec);
   return (ec ? abs : canonical).string();
+}
+
+// Where a daemon keeps its pid file and log unless -o state= says: a
+// RocksDB pool's own directory, or for an etcd pool, which has no directory
+// here, one under /run/stripefs named after its address.
+std::string DefaultStateDir(const std::string& meta) {
+  if (!meta::IsEtcdUri(meta)) return meta;
+  std::string name;
+  for (char c : meta.substr(7)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+  return "/run/stripefs/etcd_" + name;
+}
+
+Status MakeStateDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError(fmt::format("cannot create the daemon's state directory {}: {}", dir, ec.message()));
+  return Status::OK();
 }
 
 // True while process pid has /dev/fuse open, i.e. still serves a mount.
@@ -168,7 +187,7 @@ int OpenAndServe(const fs::MountOptions& options, const std::string& pid_file, O
   auto pool = Pool::Open(options.meta_dir, Pool::Mode::kMount, options.degraded);
   if (!pool.ok()) return outcome.Fail(pool.status().message());
   if (!options.foreground) {  // only now: a refused mount leaves no log file in a directory that is not a pool
-    LogToFileAndSyslog(options.log_file.empty() ? options.meta_dir + "/stripefs.log" : options.log_file);
+    LogToFileAndSyslog(options.log_file.empty() ? options.state_dir + "/stripefs.log" : options.log_file);
   }
   spdlog::set_level(options.log_level);
   ApplyToPool(options, *pool.value());
@@ -240,9 +259,11 @@ int RunMount(fs::MountOptions options) {
   if (Status s = CheckMountpoint(options.mountpoint, options.nonempty); !s.ok()) return outcome.Fail(s.message());
   // Canonical paths, as mount(8) writes an fstab line's: the mount's source
   // (the metadata directory) must match it.
-  options.meta_dir = CanonicalPath(options.meta_dir);
+  if (!meta::IsEtcdUri(options.meta_dir)) options.meta_dir = CanonicalPath(options.meta_dir);
   options.mountpoint = CanonicalPath(options.mountpoint);
-  const std::string pid_file = options.meta_dir + "/daemon.pid";
+  if (options.state_dir.empty()) options.state_dir = DefaultStateDir(options.meta_dir);
+  if (Status s = MakeStateDir(options.state_dir); !s.ok()) return outcome.Fail(s.message());
+  const std::string pid_file = options.state_dir + "/daemon.pid";
   WaitForUnmountedDaemon(pid_file);
 
   if (!options.foreground) {

@@ -70,6 +70,10 @@ Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts,
       if (o.size() == 4) return Status::Invalid("-o log=FILE needs a file name");
       std::error_code ec;
       mo.log_file = std::filesystem::absolute(o.substr(4), ec).string();  // the daemon runs in /
+    } else if (o.rfind("state=", 0) == 0) {
+      if (o.size() == 6) return Status::Invalid("-o state=DIR needs a directory");
+      std::error_code ec;
+      mo.state_dir = std::filesystem::absolute(o.substr(6), ec).string();
     } else if (o.rfind("log_level=", 0) == 0) {
       mo.log_level = spdlog::level::from_str(o.substr(10));
       if (mo.log_level == spdlog::level::off && o.substr(10) != "off") {  // from_str's answer to a name it does not know

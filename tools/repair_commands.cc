@@ -76,9 +76,9 @@ int AddDriveOnline(const std::string& mountpoint, const DriveSpec& spec, bool fo
 }  // namespace
 
 int RunScrub(const std::string& target, bool json) {
-  std::error_code ec;
-  if (!std::filesystem::exists(target, ec)) return FailMissing(target);
-  if (std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {  // an unmounted pool
+  const TargetKind kind = KindOfTarget(target);
+  if (kind == TargetKind::kMissing) return FailMissing(target);
+  if (kind == TargetKind::kPoolMetadata) {  // an unmounted pool
     auto pool = Pool::Open(target, Pool::Mode::kMount);
     if (!pool.ok()) {
       if (pool.status().code() == Code::kBusy) return Fail(pool.status().message() + "; give its mountpoint instead");
@@ -109,6 +109,7 @@ int RunScrub(const std::string& target, bool json) {
   std::set<ino_t> seen;  // a file with several links is scrubbed once
   Progress progress("scrub");
   auto opts = std::filesystem::directory_options::skip_permission_denied;
+  std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(target, opts, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     struct stat st;
@@ -143,9 +144,9 @@ int RunScrub(const std::string& target, bool json) {
 int RunAddDrive(const std::string& target, const std::string& drive, bool force) {
   auto spec = ParseDriveSpec(drive);
   if (!spec.ok()) return Fail(spec.status());
-  std::error_code ec;
-  if (!std::filesystem::exists(target, ec)) return FailMissing(target);
-  if (!std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {
+  const TargetKind kind = KindOfTarget(target);
+  if (kind == TargetKind::kMissing) return FailMissing(target);
+  if (kind != TargetKind::kPoolMetadata) {
     if (!LiveXattr(target, fs::kDfXattr).ok()) {
       return Fail(fmt::format("{} is neither a stripefs mountpoint nor a pool's metadata directory", target));
     }

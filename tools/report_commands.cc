@@ -137,10 +137,10 @@ int RunPlacement(const std::string& path, const std::string& meta_dir, bool json
 }
 
 int RunDf(const std::string& target, bool json) {
-  std::error_code ec;
-  if (!std::filesystem::exists(target, ec)) return FailMissing(target);
+  const TargetKind kind = KindOfTarget(target);
+  if (kind == TargetKind::kMissing) return FailMissing(target);
   nlohmann::json j;
-  if (std::filesystem::exists(std::filesystem::path(target) / "CURRENT", ec)) {
+  if (kind == TargetKind::kPoolMetadata) {
     auto pool = Pool::Open(target, Pool::Mode::kInspect);
     if (!pool.ok()) return Fail(pool.status());
     auto usage = pool.value()->usage_json();

@@ -18,6 +18,7 @@
 #include "engine/pool/drive_files.h"
 #include "engine/pool/pool.h"
 #include "engine/pool/superblock.h"
+#include "meta/etcd_kv_store.h"
 
 namespace stripefs {
 namespace {
@@ -69,7 +70,7 @@ Status CheckChunkSize(uint64_t bytes) {
 }
 
 Status FormatPool(const FormatOptions& o, uint32_t root_uid, uint32_t root_gid) {
-  if (o.meta_dir.empty()) return Status::Invalid("--meta DIR is required");
+  if (o.meta_dir.empty()) return Status::Invalid("--meta DIR (or etcd://HOST:PORT[,HOST:PORT...]/PREFIX) is required");
   if (o.drives.empty()) return Status::Invalid("at least one --drive is required");
   SFS_RETURN_IF_ERROR(CheckChunkSize(o.chunk_size));
   SFS_RETURN_IF_ERROR(MakeStrategy(o.strategy).status());
@@ -89,7 +90,19 @@ Status FormatPool(const FormatOptions& o, uint32_t root_uid, uint32_t root_gid) 
   }
 
   std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::path(o.meta_dir) / "CURRENT", ec)) {
+  std::unique_ptr<meta::KvStore> kv;
+  if (meta::IsEtcdUri(o.meta_dir)) {
+    // The prefix is checked and locked before any drive changes, so an
+    // unreachable cluster or a prefix that holds a pool refuses the format
+    // with nothing written.
+    auto opened = meta::OpenKvStore(o.meta_dir, meta::OpenMode::kCreate);
+    if (opened.status().code() == Code::kExists && o.force) {
+      return Status::Exists(opened.status().message() +
+                            "; --force does not clear an etcd prefix: delete its keys first (etcdctl del --prefix)");
+    }
+    SFS_RETURN_IF_ERROR(opened.status());
+    kv = std::move(opened).value();
+  } else if (std::filesystem::exists(std::filesystem::path(o.meta_dir) / "CURRENT", ec)) {
     if (!o.force) {
       return Status::Exists(fmt::format("{} already holds a stripefs pool (use --force to overwrite it)", o.meta_dir));
     }
@@ -172,8 +185,10 @@ Status FormatPool(const FormatOptions& o, uint32_t root_uid, uint32_t root_gid) 
     config.segments.push_back({static_cast<uint32_t>(o.drives.size()), "ram", "ram", o.ram_size / meta::kBlockSize * meta::kBlockSize});
   }
 
-  std::filesystem::create_directories(o.meta_dir, ec);
-  SFS_ASSIGN_OR_RETURN(auto kv, meta::OpenRocksKvStore(o.meta_dir, meta::OpenMode::kCreate));
+  if (!kv) {
+    std::filesystem::create_directories(o.meta_dir, ec);
+    SFS_ASSIGN_OR_RETURN(kv, meta::OpenRocksKvStore(o.meta_dir, meta::OpenMode::kCreate));
+  }
   meta::Transaction txn;
   txn.put(meta::ConfigKey(), meta::EncodeConfig(config));
   meta::Namespace::Format(&txn, root_uid, root_gid);

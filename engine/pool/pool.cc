@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "engine/pool/drive_files.h"
+#include "meta/etcd_kv_store.h"
 #include "engine/pool/superblock.h"
 
 namespace stripefs {
@@ -29,16 +30,17 @@ using meta::InodeRecord;
 
 Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode, bool degraded) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(meta_dir, ec)) {
+  if (meta::IsEtcdUri(meta_dir)) {
+    // The etcd store itself refuses a prefix that holds no pool.
+  } else if (!std::filesystem::is_directory(meta_dir, ec)) {
     return Status::NotFound(fmt::format("{} is not a directory (give the pool's --meta directory)", meta_dir));
-  }
-  if (!std::filesystem::exists(std::filesystem::path(meta_dir) / "CURRENT", ec)) {
+  } else if (!std::filesystem::exists(std::filesystem::path(meta_dir) / "CURRENT", ec)) {
     return Status::NotFound(fmt::format("{} holds no stripefs pool (format one with `stripefs mkfs`)", meta_dir));
   }
   std::unique_ptr<Pool> pool(new Pool);
   pool->meta_dir_ = meta_dir;
-  SFS_ASSIGN_OR_RETURN(pool->kv_, meta::OpenRocksKvStore(meta_dir, mode == Mode::kInspect ? meta::OpenMode::kReadOnly
-                                                                                          : meta::OpenMode::kReadWrite));
+  SFS_ASSIGN_OR_RETURN(pool->kv_, meta::OpenKvStore(meta_dir, mode == Mode::kInspect ? meta::OpenMode::kReadOnly
+                                                                                     : meta::OpenMode::kReadWrite));
   std::string raw;
   Status s = pool->kv_->get(meta::ConfigKey(), &raw);
   if (s.code() == Code::kNotFound) return Status::Corruption(fmt::format("{} has no pool configuration", meta_dir));

@@ -107,20 +107,23 @@ class Pool {
   // Bytes of the RAM segment (0 without one): the RAM tier's capacity.
   uint64_t ram_capacity() const;
 
-  // The metadata directory's file system: RocksDB stops taking any write,
-  // deletes included, once it is full. So new data and new names are refused
-  // (kNoSpace) while less than the reserve is free there; deletes can still
-  // commit. Default reserve: 64 MiB or a tenth of that file system, the smaller.
+  // The metadata store's room: RocksDB stops taking any write, deletes
+  // included, once its directory's file system is full, and etcd once its
+  // database reaches the cluster's quota. So new data and new names are
+  // refused (kNoSpace) while less than the reserve is free there; deletes can
+  // still commit. Default reserve: 64 MiB or a tenth of that room, the smaller.
   struct MetadataSpace {
-    uint64_t used;     // bytes of the files in the metadata directory
-    uint64_t free;     // available on its file system
+    uint64_t used;     // bytes the metadata store takes
+    uint64_t free;     // bytes it may still grow by
     uint64_t reserve;  // kept free for deletes
   };
   Result<MetadataSpace> metadata_space() const;
   void set_metadata_reserve(uint64_t bytes) { metadata_reserve_ = bytes; }
-  // kNoSpace with a message when the metadata file system is below the reserve.
-  // Looks at the file system at most every 100 ms (it is on the write path).
+  // kNoSpace with a message when the metadata store's room is below the reserve.
+  // Looks at most every 100 ms (it is on the write path).
   Status check_metadata_room();
+  // The reserve kept for deletes in a metadata store of this size.
+  uint64_t reserve_for(uint64_t metadata_size) const;
   // The placement contract's JSON for a regular file. With max_chunk_bytes, one
   // page of it (a live mount answers at most 64 KiB at a time): only the chunks
   // from index first_chunk on whose JSON fits in max_chunk_bytes (at least one),

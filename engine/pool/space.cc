@@ -1,52 +1,47 @@
 // SPDX-License-Identifier: Apache-2.0
-// What a pool holds and has left: the room on the metadata directory's file
-// system and the reserve kept there for deletes, and the capacity and use of
+// What a pool holds and has left: the room the metadata store has (its
+// directory's file system, or the etcd cluster's quota) and the reserve kept
+// there for deletes, and the capacity and use of
 // the drives and the RAM segment.
 #include <fmt/format.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 
 #include "engine/pool/pool.h"
+#include "meta/etcd_kv_store.h"
 
 namespace stripefs {
 
 Result<Pool::MetadataSpace> Pool::metadata_space() const {
-  struct statvfs st;
-  if (statvfs(meta_dir_.c_str(), &st) != 0) {
-    return Status::IOError(fmt::format("cannot stat the file system of {}: {}", meta_dir_, strerror(errno)));
-  }
+  auto space = kv_->space();
+  if (!space.ok()) return Status(space.status().code(), fmt::format("metadata {}: {}", meta_dir_, space.status().message()));
   MetadataSpace m{};
-  m.free = uint64_t{st.f_bavail} * st.f_frsize;
-  const uint64_t size = uint64_t{st.f_blocks} * st.f_frsize;
-  m.reserve = metadata_reserve_ ? *metadata_reserve_ : std::min<uint64_t>(64ull << 20, size / 10);
-  std::error_code ec;
-  for (const auto& f : std::filesystem::directory_iterator(meta_dir_, ec)) {
-    std::error_code size_ec;
-    if (f.is_regular_file(size_ec)) m.used += f.file_size(size_ec);
-  }
+  m.used = space.value().used;
+  m.free = space.value().free;
+  m.reserve = reserve_for(space.value().size);
   return m;
+}
+
+uint64_t Pool::reserve_for(uint64_t metadata_size) const {
+  return metadata_reserve_ ? *metadata_reserve_ : std::min<uint64_t>(64ull << 20, metadata_size / 10);
 }
 
 Status Pool::check_metadata_room() {
   const int64_t now = meta::NowNs();
   if (now - metadata_checked_ns_.load(std::memory_order_relaxed) > 100'000'000) {
     metadata_checked_ns_.store(now, std::memory_order_relaxed);
-    struct statvfs st;
-    if (statvfs(meta_dir_.c_str(), &st) == 0) {
-      const uint64_t free = uint64_t{st.f_bavail} * st.f_frsize;
-      const uint64_t reserve = metadata_reserve_ ? *metadata_reserve_
-                                                 : std::min<uint64_t>(64ull << 20, uint64_t{st.f_blocks} * st.f_frsize / 10);
-      metadata_low_.store(free < reserve, std::memory_order_relaxed);
+    // A store that cannot say (etcd out of reach) keeps the last answer: the
+    // write itself then fails with the store's own error.
+    if (auto space = kv_->space(); space.ok()) {
+      metadata_low_.store(space.value().free < reserve_for(space.value().size), std::memory_order_relaxed);
     }
   }
   if (!metadata_low_.load(std::memory_order_relaxed)) return Status::OK();
   return Status::NoSpace(fmt::format(
-      "the file system of the metadata directory {} is nearly full (less than the reserve kept free for "
-      "deletes): free space there, or mount with a smaller -o meta_reserve=SIZE",
+      "{} {} is nearly full (less than the reserve kept free for deletes): free space there, or mount "
+      "with a smaller -o meta_reserve=SIZE",
+      meta::IsEtcdUri(meta_dir_) ? "the etcd cluster (its space quota) of the metadata store"
+                                 : "the file system of the metadata directory",
       meta_dir_));
 }
 

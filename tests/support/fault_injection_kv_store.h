@@ -56,6 +56,7 @@ class FaultInjectionKvStore final : public KvStore {
   Result<uint64_t> roll_log() override { return log_.roll(); }
   Status drop_log(uint64_t through) override { return log_.drop(through); }
   Status read_log(const std::function<bool(std::string_view)>& fn) override { return log_.read(fn); }
+  Result<Space> space() override { return inner_->space(); }
   // Every commit from now fails with an I/O error while set.
   void fail_commits(bool on) {
     std::lock_guard lock(mu_);

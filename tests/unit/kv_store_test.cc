@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <rocksdb/perf_context.h>
@@ -114,6 +116,26 @@ TEST(RocksKvStoreTest, ScanDoesNotWalkDeletedKeysPastThePrefix) {
     EXPECT_LT(skipped, 10u) << "the scan of 'a' stepped over the deleted 'b' keys";
   }
   std::filesystem::remove_all(dir);
+}
+
+// df's metadata figures: a store holding 1 MiB of values says it uses at
+// least that, and its room is never less than what it has free.
+TEST_P(KvStoreTest, SpaceCountsWhatItHolds) {
+  Transaction t;
+  for (int i = 0; i < 64; ++i) t.put("big" + std::to_string(i), std::string(16 << 10, static_cast<char>('a' + i % 26)));
+  ASSERT_TRUE(kv_->commit(t, true).ok());
+  // etcd's member writes its database file in batches (every 100 ms by
+  // default) and counts its size from that file, so its answer may lag the
+  // commit; the loop's bound only guards against a hang.
+  auto space = kv_->space();
+  for (int i = 0; i < 100 && space.ok() && space->used < (1u << 20); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    space = kv_->space();
+  }
+  ASSERT_TRUE(space.ok()) << space.status().message();
+  EXPECT_GE(space->used, 1u << 20);
+  EXPECT_GT(space->free, 0u);
+  EXPECT_GE(space->size, space->free);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, KvStoreTest, testing::Values(Store::kMemory, Store::kRocksDB, Store::kEtcd),

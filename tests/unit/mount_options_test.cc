@@ -107,6 +107,13 @@ TEST(MountOptionsTest, LogFileIsMadeAbsolute) {
   EXPECT_EQ(Refusal({"log="}), "-o log=FILE needs a file name");
 }
 
+TEST(MountOptionsTest, StateDirIsMadeAbsolute) {
+  EXPECT_EQ(Accepted({"state=/var/lib/stripefs/pool1"}).state_dir, "/var/lib/stripefs/pool1");
+  EXPECT_EQ(Accepted({"state=run/pool1"}).state_dir, Absolute("run/pool1")) << "the daemon runs in /";
+  EXPECT_EQ(Accepted({}).state_dir, "") << "unset: the daemon picks the pool's default";
+  EXPECT_EQ(Refusal({"state="}), "-o state=DIR needs a directory");
+}
+
 TEST(MountOptionsTest, LogLevelTakesSpdlogNames) {
   EXPECT_EQ(Accepted({"log_level=trace"}).log_level, spdlog::level::trace);
   EXPECT_EQ(Accepted({"log_level=debug"}).log_level, spdlog::level::debug);

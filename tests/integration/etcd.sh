@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# A pool whose metadata lives on a 3-member etcd cluster (stripefs mkfs --meta
+# etcd://...): mkfs and mount on it, cp -a of a tree, one member killed while
+# fio and a metadata workload run, kill -9 of the daemon and a remount, every
+# byte compared and fsck clean. Around that: a second format of the prefix and
+# a second read-write mount are refused, df and placement answer as they do
+# for a RocksDB pool, and an unreachable cluster fails the mount clearly.
+NO_DEFAULT_POOL=1
+source "$(dirname "$0")/lib.sh"
+need etcd; need etcdctl; need fio; need sha256sum
+
+CLUSTER_SH=$(cd "$(dirname "$0")/../support" && pwd)/etcd_cluster.sh
+CLUSTER=$TMP/etcd
+stop_cluster() { bash "$CLUSTER_SH" stop "$CLUSTER"; }
+CLEANUP_HOOKS+=(stop_cluster)  # after the unmount: the daemon's last commits go to etcd
+bash "$CLUSTER_SH" start "$CLUSTER" || fail "could not start a 3-member etcd cluster in $CLUSTER"
+META="etcd://$(cat "$CLUSTER/endpoints")/stripefs-it"
+STATE=$TMP/state
+log "cluster: $META"
+
+# durable DIR: fsync every file and directory under DIR, so a kill -9 of the
+# daemon cannot take what the comparison after it expects.
+durable() { find "$1" \( -type f -o -type d \) -print0 | xargs -0 sync; }
+
+log "--- mkfs and mount on etcd"
+mkfs_pool
+out=$("$STRIPEFS" mkfs --meta "$META" --drive "$TMP/other.img:64M" 2>&1) && fail "a second mkfs of $META succeeded"
+[[ "$out" == *"already holds a stripefs pool"* ]] || fail "a second mkfs of $META: unclear refusal: $out"
+[[ ! -e "$TMP/other.img" ]] || fail "the refused mkfs created its drive file"
+ok "a second mkfs of the prefix is refused, and touches no drive"
+mount_pool
+assert_eq "$("$STRIPEFS" df "$MNT" --json | json 'd["metadata"]["path"]')" "$META" "df's metadata path"
+(( $("$STRIPEFS" df "$MNT" --json | json 'd["metadata"]["used"]') > 0 )) || fail "df says the etcd store uses no bytes"
+ok "df reports the etcd store's use"
+
+mkdir -p "$TMP/mnt2"
+out=$(timeout 60 "$STRIPEFS" mount "$META" "$TMP/mnt2" -o "state=$TMP/state2" 2>&1) && fail "a second read-write mount of $META succeeded"
+[[ "$out" == *"writer lock"* ]] || fail "a second read-write mount: unclear refusal: $out"
+! mountpoint -q "$TMP/mnt2" || fail "the refused mount left $TMP/mnt2 mounted"
+ok "a second read-write mount is refused: $out"
+
+log "--- cp -a of a tree"
+SRC=/usr/share/doc
+timeout 900 cp -a "$SRC" "$MNT/doc" || fail "cp -a $SRC onto the etcd pool failed"
+diff -r --no-dereference "$SRC" "$MNT/doc" >/dev/null || fail "the copy of $SRC differs"
+ok "cp -a of $SRC ($(find "$SRC" -type f | wc -l) files) reads back the same"
+big=$(find "$SRC" -type f -size +100k -print -quit)
+[[ -n "$big" ]] || fail "no file over 100 KiB in $SRC to look up"
+chunks=$("$STRIPEFS" placement "$MNT/doc/${big#"$SRC"/}" --json | json 'len(d["chunks"])')
+(( chunks >= 1 )) || fail "placement of ${big#"$SRC"/} lists no chunk"
+ok "placement answers on the etcd pool ($chunks chunk(s))"
+
+log "--- one of 3 members killed while fio and a metadata workload run"
+timeout 300 fio --name=etcd-member-down --filename="$MNT/fio.dat" --size=64M --bs=64k --rw=randwrite \
+    --ioengine=psync --verify=crc32c --do_verify=1 --verify_state_save=0 --end_fsync=1 --output="$TMP/fio.out" &
+fio_pid=$!
+(
+    mkdir "$MNT/churn"
+    for i in $(seq 0 399); do
+        echo "file $i" >"$MNT/churn/f$i"
+        mv "$MNT/churn/f$i" "$MNT/churn/g$i"
+        (( i % 4 )) || rm "$MNT/churn/g$i"
+    done
+) &
+churn_pid=$!
+sleep 1
+bash "$CLUSTER_SH" kill "$CLUSTER" 0 || fail "could not kill member 0"
+log "member 0 killed"
+wait "$fio_pid" || fail "fio failed with a member down: $(tail -20 "$TMP/fio.out")"
+wait "$churn_pid" || fail "the metadata workload failed with a member down"
+grep -q "err= 0" "$TMP/fio.out" || fail "fio reports errors: $(grep err= "$TMP/fio.out")"
+ok "fio (64 MiB random 64 KiB writes, verified) and 400 create/rename/unlink rounds ran through"
+for i in $(seq 0 399); do
+    if (( i % 4 )); then [[ "$(cat "$MNT/churn/g$i")" == "file $i" ]] || fail "churn/g$i is wrong"
+    else [[ ! -e "$MNT/churn/g$i" ]] || fail "churn/g$i was unlinked but is there"; fi
+done
+head -c $((8 * MiB)) /dev/urandom >"$TMP/after.ref"
+cp "$TMP/after.ref" "$MNT/after"
+cmp "$TMP/after.ref" "$MNT/after" || fail "a file written with a member down reads back wrong"
+ok "the metadata workload's names are right, and new writes read back with a member down"
+bash "$CLUSTER_SH" restart "$CLUSTER" 0 || fail "could not restart member 0"
+
+log "--- kill -9 of the daemon, and a remount"
+durable "$MNT"
+fio_sum=$(sha256sum <"$MNT/fio.dat")
+kill9_daemon
+mount_pool
+diff -r --no-dereference "$SRC" "$MNT/doc" >/dev/null || fail "the copy of $SRC differs after kill -9 and remount"
+assert_eq "$(sha256sum <"$MNT/fio.dat")" "$fio_sum" "sha256 of fio's file after kill -9 and remount"
+cmp "$TMP/after.ref" "$MNT/after" || fail "the file written with a member down differs after the remount"
+assert_eq "$(ls "$MNT/churn" | wc -l)" 300 "names left by the metadata workload after the remount"
+unmount_pool
+fsck_pool
+df_free=$("$STRIPEFS" df "$META" --json | json 'd["metadata"]["free"]')
+(( df_free > 0 )) || fail "df of the unmounted etcd pool says no room"
+ok "df of the unmounted pool by its etcd:// address"
+
+log "--- an unreachable cluster at mount"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+if out=$(timeout 60 "$STRIPEFS" mount "etcd://127.0.0.1:$port/nothing" "$MNT" -o "state=$TMP/state3" 2>&1); then
+    fail "a mount of an unreachable etcd succeeded"
+fi
+[[ "$out" == *"127.0.0.1:$port"* ]] || fail "the refusal does not name the cluster: $out"
+! mountpoint -q "$MNT" || fail "the refused mount left $MNT mounted"
+ok "an unreachable cluster fails the mount: $out"

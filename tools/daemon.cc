@@ -262,7 +262,10 @@ int RunMount(fs::MountOptions options) {
   if (!meta::IsEtcdUri(options.meta_dir)) options.meta_dir = CanonicalPath(options.meta_dir);
   options.mountpoint = CanonicalPath(options.mountpoint);
   if (options.state_dir.empty()) options.state_dir = DefaultStateDir(options.meta_dir);
-  if (Status s = MakeStateDir(options.state_dir); !s.ok()) return outcome.Fail(s.message());
+  // A pool's own directory is never made here: Pool::Open refuses a missing one.
+  if (options.state_dir != options.meta_dir) {
+    if (Status s = MakeStateDir(options.state_dir); !s.ok()) return outcome.Fail(s.message());
+  }
   const std::string pid_file = options.state_dir + "/daemon.pid";
   WaitForUnmountedDaemon(pid_file);
 

@@ -16,7 +16,7 @@ stop_cluster() { bash "$CLUSTER_SH" stop "$CLUSTER"; }
 CLEANUP_HOOKS+=(stop_cluster)  # after the unmount: the daemon's last commits go to etcd
 bash "$CLUSTER_SH" start "$CLUSTER" || fail "could not start a 3-member etcd cluster in $CLUSTER"
 META="etcd://$(cat "$CLUSTER/endpoints")/stripefs-it"
-STATE=$TMP/state
+DAEMON_STATE=$TMP/state
 log "cluster: $META"
 
 # durable DIR: fsync every file and directory under DIR, so a kill -9 of the

@@ -9,7 +9,7 @@
 #   NDRIVES (4)  DRIVE_SIZE (256M)  RAM_SIZE (64M, empty = no RAM segment)
 #   CHUNK_SIZE (empty = the default)  MOUNT_OPTS (array, e.g. (-o allow_other))
 #   NO_DEFAULT_POOL=1  only make the temp dir; the test builds its own pools.
-#   STATE  the daemon's state directory (-o state=, its pid file and log);
+#   DAEMON_STATE  the daemon's state directory (-o state=, its pid file and log);
 #     empty = the metadata directory, as the daemon's default is. A pool whose
 #     META is an etcd:// address sets it.
 #   STRIPEFS_TRANSPORT=uring|dev  mount_pool mounts with -o transport=...; for
@@ -101,8 +101,8 @@ wait_pid_gone() {
     return 1
 }
 
-daemon_pid() {  # daemon_pid [STATE or META]
-    local f=${1:-${STATE:-$META}}/daemon.pid pid
+daemon_pid() {  # daemon_pid [DAEMON_STATE or META]
+    local f=${1:-${DAEMON_STATE:-$META}}/daemon.pid pid
     [[ -s "$f" ]] || fail "no daemon pid file $f"
     pid=$(tr -dc 0-9 <"$f")
     [[ -n "$pid" ]] || fail "daemon pid file $f holds no pid"
@@ -117,8 +117,8 @@ TMP=$(mktemp -d /tmp/stripefs-it.XXXXXX)
 META=$TMP/meta
 MNT=$TMP/mnt
 DRIVES=()
-STATE=${STATE:-}
-MOUNTED=()   # "STATE|MNT" of every pool mounted by this script (STATE: where its daemon.pid is)
+DAEMON_STATE=${DAEMON_STATE:-}
+MOUNTED=()   # "DAEMON_STATE|MNT" of every pool mounted by this script (DAEMON_STATE: where its daemon.pid is)
 CLEANUP_HOOKS=()  # commands teardown runs after unmounting (e.g. detach loop devices)
 BEFORE_UNMOUNT_HOOKS=()  # commands teardown runs first (e.g. unmount an overlay over a pool)
 
@@ -176,13 +176,13 @@ mkfs_pool() {
 mount_pool() {
     mkdir -p "$MNT"
     ! mountpoint -q "$MNT" || fail "$MNT is already mounted"
-    [[ " ${MOUNTED[*]} " == *" ${STATE:-$META}|$MNT "* ]] || MOUNTED+=("${STATE:-$META}|$MNT")  # for teardown
+    [[ " ${MOUNTED[*]} " == *" ${DAEMON_STATE:-$META}|$MNT "* ]] || MOUNTED+=("${DAEMON_STATE:-$META}|$MNT")  # for teardown
     local opts=("${MOUNT_OPTS[@]}") i transport=
-    [[ -z "$STATE" ]] || opts+=(-o "state=$STATE")
+    [[ -z "$DAEMON_STATE" ]] || opts+=(-o "state=$DAEMON_STATE")
     [[ -z "$TRANSPORT" ]] || opts+=(-o "transport=$TRANSPORT")
     "$STRIPEFS" mount "$META" "$MNT" "${opts[@]}" || fail "stripefs mount $META $MNT failed"
     mountpoint -q "$MNT" || fail "stripefs mount returned but $MNT is not a mountpoint"
-    pid_alive "$(daemon_pid)" || fail "daemon pid in ${STATE:-$META}/daemon.pid is not running"
+    pid_alive "$(daemon_pid)" || fail "daemon pid in ${DAEMON_STATE:-$META}/daemon.pid is not running"
     if [[ "$TRANSPORT" == uring ]]; then  # the ring threads register just after INIT
         for ((i = 0; i < 100; i++)); do
             transport=$("$STRIPEFS" stats "$MNT" --json | json 'd["transport"]')

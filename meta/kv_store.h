@@ -76,6 +76,12 @@ class KvStore {
     uint64_t size = 0;  // used and free, and whatever else shares the room
   };
   virtual Result<Space> space() = 0;
+
+  // A hint from a caller about to create what owns prefix (a new
+  // directory's entries, a new inode's xattrs): no key under it exists yet.
+  // A store that caches (NewWriteBehindKvStore) then answers gets under it
+  // from memory; the others ignore it.
+  virtual void known_empty(std::string_view prefix) { (void)prefix; }
 };
 
 // In-memory store for tests. Crash-free: sync() is a no-op, and so is the log's durability.

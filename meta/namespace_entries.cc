@@ -58,6 +58,13 @@ Result<NewEntry> Namespace::new_entry(uint64_t parent, std::string_view name, Ne
   e.xattrs = std::move(n.xattrs);
   InodeRecord& r = e.record;
   r.ino = next_ino_++;
+  // A fresh number: nothing is stored under it yet, which a caching store can use.
+  kv_->known_empty(XattrPrefix(r.ino));
+  if (IsDir(n.mode)) kv_->known_empty(DirPrefix(r.ino));
+  if (S_ISREG(n.mode)) {
+    kv_->known_empty(ChunkPrefix(r.ino));
+    kv_->known_empty(ChecksumPrefix(r.ino));
+  }
   r.mode = n.mode;
   r.uid = n.uid;
   r.gid = n.gid;

@@ -18,13 +18,16 @@
 namespace stripefs::meta {
 namespace {
 
-enum class Store { kMemory, kRocksDB, kEtcd };
+// kEtcdWriteBehind: etcd behind the write-behind cache, as a mount opens it.
+enum class Store { kMemory, kRocksDB, kEtcd, kEtcdWriteBehind };
 
 class KvStoreTest : public testing::TestWithParam<Store> {
  protected:
   void SetUp() override {
-    if (GetParam() == Store::kEtcd) {
-      auto kv = OpenEtcdKvStore(testing_etcd::TestEtcdCluster::Get().FreshTarget(), OpenMode::kCreate);
+    if (GetParam() == Store::kEtcd || GetParam() == Store::kEtcdWriteBehind) {
+      const EtcdTarget target = testing_etcd::TestEtcdCluster::Get().FreshTarget();
+      auto kv = GetParam() == Store::kEtcd ? OpenEtcdKvStore(target, OpenMode::kCreate)
+                                           : OpenKvStore(target.uri(), OpenMode::kCreate);
       ASSERT_TRUE(kv.ok()) << kv.status().message();
       kv_ = std::move(kv).value();
     } else if (GetParam() == Store::kRocksDB) {
@@ -138,9 +141,15 @@ TEST_P(KvStoreTest, SpaceCountsWhatItHolds) {
   EXPECT_GE(space->size, space->free);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, KvStoreTest, testing::Values(Store::kMemory, Store::kRocksDB, Store::kEtcd),
+INSTANTIATE_TEST_SUITE_P(Stores, KvStoreTest, testing::Values(Store::kMemory, Store::kRocksDB, Store::kEtcd, Store::kEtcdWriteBehind),
                          [](const testing::TestParamInfo<Store>& info) {
-                           return info.param == Store::kMemory ? "Memory" : info.param == Store::kRocksDB ? "RocksDB" : "Etcd";
+                           switch (info.param) {
+                             case Store::kMemory: return "Memory";
+                             case Store::kRocksDB: return "RocksDB";
+                             case Store::kEtcd: return "Etcd";
+                             case Store::kEtcdWriteBehind: return "EtcdWriteBehind";
+                           }
+                           return "";
                          });
 
 }  // namespace

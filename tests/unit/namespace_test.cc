@@ -24,16 +24,26 @@ static_assert(RENAME_NOREPLACE == 1 && RENAME_EXCHANGE == 2);
 
 const std::string kUuid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 
-enum class Backend { kMem, kRocks, kEtcd };
-std::string BackendName(Backend b) { return b == Backend::kMem ? "Mem" : b == Backend::kRocks ? "Rocks" : "Etcd"; }
+// kEtcdWriteBehind: etcd behind the write-behind cache, as a mount opens it.
+enum class Backend { kMem, kRocks, kEtcd, kEtcdWriteBehind };
+std::string BackendName(Backend b) {
+  switch (b) {
+    case Backend::kMem: return "Mem";
+    case Backend::kRocks: return "Rocks";
+    case Backend::kEtcd: return "Etcd";
+    case Backend::kEtcdWriteBehind: return "EtcdWriteBehind";
+  }
+  return "";
+}
 void PrintTo(Backend b, std::ostream* os) { *os << BackendName(b); }
 
 class NamespaceTest : public testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (GetParam() == Backend::kEtcd) {
+    if (GetParam() == Backend::kEtcd || GetParam() == Backend::kEtcdWriteBehind) {
       etcd_ = testing_etcd::TestEtcdCluster::Get().FreshTarget();
-      auto kv = OpenEtcdKvStore(etcd_, OpenMode::kCreate);
+      auto kv = GetParam() == Backend::kEtcd ? OpenEtcdKvStore(etcd_, OpenMode::kCreate)
+                                             : OpenKvStore(etcd_.uri(), OpenMode::kCreate);
       ASSERT_TRUE(kv.ok()) << kv.status().message();
       kv_ = std::move(kv).value();
     } else if (GetParam() == Backend::kRocks) {
@@ -70,7 +80,8 @@ class NamespaceTest : public testing::TestWithParam<Backend> {
     if (GetParam() != Backend::kMem) {
       kv_.reset();
       auto kv = GetParam() == Backend::kRocks ? OpenRocksKvStore(dir_ + "/meta", OpenMode::kReadWrite)
-                                              : OpenEtcdKvStore(etcd_, OpenMode::kReadWrite);
+                : GetParam() == Backend::kEtcd  ? OpenEtcdKvStore(etcd_, OpenMode::kReadWrite)
+                                                : OpenKvStore(etcd_.uri(), OpenMode::kReadWrite);
       ASSERT_TRUE(kv.ok()) << kv.status().message();
       kv_ = std::move(kv).value();
     }
@@ -846,7 +857,7 @@ TEST_P(NamespaceTest, ConcurrentBatchesOfNewEntriesAndMkdirsLoseNoLink) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, NamespaceTest, testing::Values(Backend::kMem, Backend::kRocks, Backend::kEtcd),
+INSTANTIATE_TEST_SUITE_P(Stores, NamespaceTest, testing::Values(Backend::kMem, Backend::kRocks, Backend::kEtcd, Backend::kEtcdWriteBehind),
                          [](const testing::TestParamInfo<Backend>& info) {
                            return BackendName(info.param);
                          });

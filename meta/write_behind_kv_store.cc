@@ -28,6 +28,7 @@ namespace {
 template <typename V>
 using StringMap = std::map<std::string, V, std::less<>>;
 
+using Clock = std::chrono::steady_clock;
 using Value = std::optional<std::string>;  // nullopt: the key is absent
 
 // What a cached key costs, with the maps' own overhead roughly counted.
@@ -266,6 +267,7 @@ class WriteBehindKvStore final : public KvStore {
       lock.lock();
       if (!s.ok()) {
         if (failure_.ok()) {
+          failed_since_ = Clock::now();
           spdlog::error("metadata store: cannot write {} queued changes: {}. They stay queued and are sent again "
                         "every {} ms; until one send succeeds, every change, sync and directory read fails with "
                         "this error",
@@ -282,7 +284,9 @@ class WriteBehindKvStore final : public KvStore {
         continue;
       }
       if (!failure_.ok()) {
-        spdlog::info("metadata store: writing again; the queued changes are sent");
+        // A warning, as the failure was, so that both are in the log at once.
+        spdlog::warn("metadata store: writing again after {} s; the queued changes are sent",
+                     std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - failed_since_).count());
         failure_ = Status::OK();
       }
       for (size_t i = 0; i < n; ++i) {
@@ -321,6 +325,7 @@ class WriteBehindKvStore final : public KvStore {
   uint64_t last_seq_ = 0;                          // GUARDED_BY(mu_): the newest commit
   uint64_t sent_seq_ = 0;                          // GUARDED_BY(mu_): every commit up to it is sent
   Status failure_;                                 // GUARDED_BY(mu_): the last send's error, while sends fail
+  Clock::time_point failed_since_;                 // GUARDED_BY(mu_): when sends began to fail
   bool stopping_ = false;                          // GUARDED_BY(mu_)
   std::thread sender_;
 };

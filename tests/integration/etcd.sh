@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # A pool whose metadata lives on a 3-member etcd cluster (stripefs mkfs --meta
 # etcd://...): mkfs and mount on it, cp -a of a tree, one member killed while
-# fio and a metadata workload run, kill -9 of the daemon and a remount, every
+# fio and a metadata workload run, kill -9 of the daemon and a remount, two of
+# 3 members killed (EIO, a log line, and recovery when they return), every
 # byte compared and fsck clean. Around that: a second format of the prefix and
 # a second read-write mount are refused, df and placement answer as they do
 # for a RocksDB pool, and an unreachable cluster fails the mount clearly.
@@ -90,6 +91,48 @@ diff -r --no-dereference "$SRC" "$MNT/doc" >/dev/null || fail "the copy of $SRC 
 assert_eq "$(sha256sum <"$MNT/fio.dat")" "$fio_sum" "sha256 of fio's file after kill -9 and remount"
 cmp "$TMP/after.ref" "$MNT/after" || fail "the file written with a member down differs after the remount"
 assert_eq "$(ls "$MNT/churn" | wc -l)" 300 "names left by the metadata workload after the remount"
+
+log "--- two of 3 members killed, then both back"
+head -c $((4 * MiB)) /dev/urandom >"$TMP/before.ref"
+cp "$TMP/before.ref" "$MNT/before"
+durable "$MNT"
+ls "$MNT" >/dev/null  # the daemon now knows every name of the root directory
+bash "$CLUSTER_SH" kill "$CLUSTER" 1 || fail "could not kill member 1"
+bash "$CLUSTER_SH" kill "$CLUSTER" 2 || fail "could not kill member 2"
+log "members 1 and 2 killed: the cluster has lost its majority"
+# The first change is queued and answered; the send behind it fails after
+# the daemon's request timeout (5 s), and the fsync waiting for it fails.
+start=$SECONDS
+mkdir "$MNT/queued" || fail "mkdir with the cluster down: the change should be queued"
+if out=$(timeout 120 bash -c 'echo x >"$1" && sync "$1"' _ "$MNT/synced" 2>&1); then
+    fail "an fsync succeeded with two of 3 members down"
+fi
+[[ "$out" == *"Input/output error"* ]] || fail "the fsync with two of 3 members down did not fail with EIO: $out"
+ok "an fsync with two of 3 members down fails with EIO after $((SECONDS - start)) s"
+if out=$(timeout 60 touch "$MNT/refused" 2>&1); then fail "a create succeeded while the cluster is known down"; fi
+[[ "$out" == *"Input/output error"* ]] || fail "a create while the cluster is down did not fail with EIO: $out"
+ok "a new change fails at once with EIO: $out"
+grep -q "metadata store: cannot write" "$DAEMON_STATE/stripefs.log" \
+    || fail "the daemon's log does not say why: $(tail -5 "$DAEMON_STATE/stripefs.log")"
+ok "the log says: $(grep -m1 "metadata store: cannot write" "$DAEMON_STATE/stripefs.log" | cut -c1-160)..."
+cmp "$TMP/before.ref" "$MNT/before" || fail "a file written before the members died reads back wrong"
+ok "a file written before reads back with the cluster down"
+bash "$CLUSTER_SH" restart "$CLUSTER" 1 || fail "could not restart member 1"
+bash "$CLUSTER_SH" restart "$CLUSTER" 2 || fail "could not restart member 2"
+start=$SECONDS
+for ((i = 0; i < 120; i++)); do
+    timeout 60 touch "$MNT/back" 2>/dev/null && break
+    sleep 1
+done
+[[ -e "$MNT/back" ]] || fail "the mount did not recover within 120 s of the members' return"
+ok "the mount writes again $((SECONDS - start)) s after the members returned"
+grep -q "metadata store: writing again" "$DAEMON_STATE/stripefs.log" || fail "the log does not say it recovered"
+durable "$MNT"
+remount_pool
+[[ -d "$MNT/queued" ]] || fail "the directory made just as the cluster went down was lost"
+[[ ! -e "$MNT/refused" ]] || fail "the refused create left a file"
+cmp "$TMP/before.ref" "$MNT/before" || fail "the file written before the outage differs after the remount"
+ok "after the remount: the queued mkdir is there, the refused create is not, the bytes are the same"
 unmount_pool
 fsck_pool
 df_free=$("$STRIPEFS" df "$META" --json | json 'd["metadata"]["free"]')

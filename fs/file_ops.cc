@@ -103,7 +103,7 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
     if (Failed(req, r, "setattr")) return;
   }
   struct stat st = ToStat(r.value());
-  fuse_reply_attr(req, &st, kTimeout);
+  fuse_reply_attr(req, &st, f->cache_timeout());
 }
 
 void OpenFile(fuse_req_t req, const InodeRecord& r, fuse_file_info* fi, bool created) {
@@ -116,7 +116,9 @@ void OpenFile(fuse_req_t req, const InodeRecord& r, fuse_file_info* fi, bool cre
   // the kernel drops them itself when it sees size or mtime change. Not with
   // -o strictatime: reads the page cache answers never reach us to move
   // atime, so each open reads through the daemon at least once.
-  fi->keep_cache = f->atime() != AtimeMode::kEveryRead;
+  // Not on a reader either: the writer, another process, may have changed
+  // the file since, so each open reads it afresh.
+  fi->keep_cache = !f->reader() && f->atime() != AtimeMode::kEveryRead;
   // An O_DIRECT open is answered with direct_io: its I/O skips the page cache
   // either way, but on the kernel's direct_io path a write no longer goes
   // through file_remove_privs, which asks us for security.capability before
@@ -126,7 +128,7 @@ void OpenFile(fuse_req_t req, const InodeRecord& r, fuse_file_info* fi, bool cre
   if (fi->flags & O_DIRECT) fi->direct_io = 1;
   f->opened(r.ino);
   if (created) {
-    fuse_entry_param e = ToEntry(r);
+    fuse_entry_param e = ToEntry(r, f->cache_timeout());
     if (fuse_reply_create(req, &e, fi) != 0) {
       f->closed(r.ino);
       delete h;

@@ -39,13 +39,13 @@ struct stat ToStat(const InodeRecord& r) {
   return st;
 }
 
-fuse_entry_param ToEntry(const InodeRecord& r) {
+fuse_entry_param ToEntry(const InodeRecord& r, double timeout) {
   fuse_entry_param e{};
   e.ino = r.ino;
   e.generation = 1;
   e.attr = ToStat(r);
-  e.attr_timeout = kTimeout;
-  e.entry_timeout = kTimeout;
+  e.attr_timeout = timeout;
+  e.entry_timeout = timeout;
   return e;
 }
 
@@ -59,7 +59,7 @@ void ReplyError(fuse_req_t req, const Status& s, const char* op) {
 
 void ReplyEntry(fuse_req_t req, const Result<InodeRecord>& r, const char* op) {
   if (Failed(req, r, op)) return;
-  fuse_entry_param e = ToEntry(r.value());
+  fuse_entry_param e = ToEntry(r.value(), F(req)->cache_timeout());
   fuse_reply_entry(req, &e);
 }
 

@@ -34,6 +34,11 @@ namespace stripefs::fs {
 // cannot see, space given back when the last handle closes, is announced
 // explicitly (see OpRelease).
 constexpr double kTimeout = 60.0;
+// The same for a reader mount (MountOptions::reader): the pool's writer is
+// another process, whose changes a reader learns of only by asking again.
+// A file the writer has closed is visible there within this bound, plus the
+// writer's send to etcd (milliseconds).
+constexpr double kReaderTimeout = 1.0;
 
 struct FileHandle {
   std::shared_ptr<ObjectStore::Object> obj;
@@ -52,8 +57,12 @@ const char* Version();
 // One per mount: the request handlers' shared state.
 class Frontend {
  public:
-  Frontend(Pool* pool, AtimeMode atime)
-      : pool_(pool), atime_(atime), control_(pool, [this] { return stats_json(); }) {}
+  // A reader records no atime: it cannot write.
+  Frontend(Pool* pool, AtimeMode atime, bool reader = false)
+      : pool_(pool),
+        atime_(reader ? AtimeMode::kNever : atime),
+        reader_(reader),
+        control_(pool, [this] { return stats_json(); }) {}
 
   void set_session(fuse_session* se) { session_ = se; }
 
@@ -112,6 +121,9 @@ class Frontend {
     if (!changed.ok()) spdlog::warn("updating atime of inode {}: {}", ino, changed.status().message());
   }
   AtimeMode atime() const { return atime_; }
+  bool reader() const { return reader_; }
+  // How long the kernel may cache an entry or attributes this mount answers.
+  double cache_timeout() const { return reader_ ? kReaderTimeout : kTimeout; }
   meta::Namespace& ns() { return pool_->ns(); }
   ObjectStore& store() { return pool_->store(); }
 
@@ -165,6 +177,7 @@ class Frontend {
  private:
   Pool* pool_;
   const AtimeMode atime_;
+  const bool reader_;
   Evictor* evictor_ = nullptr;
   RequestStats requests_;
   std::atomic<uint64_t> eio_{0}, enospc_{0};
@@ -186,7 +199,7 @@ inline Frontend* F(fuse_req_t req) { return static_cast<Frontend*>(fuse_req_user
 
 // An inode record as the kernel sees it: its stat, its entry (cached kTimeout).
 struct stat ToStat(const meta::InodeRecord& r);
-fuse_entry_param ToEntry(const meta::InodeRecord& r);
+fuse_entry_param ToEntry(const meta::InodeRecord& r, double timeout);
 // Replies with the errno of s, logging what the user cannot see from errno alone.
 void ReplyError(fuse_req_t req, const Status& s, const char* op);
 

@@ -108,7 +108,7 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready) {
-  Frontend frontend(pool, options.atime);
+  Frontend frontend(pool, options.atime, options.reader);
   static const fuse_lowlevel_ops ops = MakeOps();
 
   // The mount's source is the metadata directory as an fstab line names it,

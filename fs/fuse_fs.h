@@ -30,6 +30,10 @@ struct MountOptions {
   bool remount = false;                    // -o remount: change the running mount (see RunMount)
   bool nonempty = false;                   // -o nonempty: mount over a directory that holds files
   std::optional<bool> read_only;           // -o ro / -o rw, the last one given
+  // Set by the daemon for -o ro on an etcd pool: a reader beside the pool's
+  // writer, which takes no lock and keeps what the kernel caches short (see
+  // kReaderTimeout in fs/frontend.h).
+  bool reader = false;
   unsigned workers = 8;  // -o workers=N: threads serving requests
   // -o transport=uring|dev; unset: uring where the kernel offers it (see RingAvailable), else dev.
   std::optional<Transport> transport;
@@ -42,7 +46,8 @@ struct MountOptions {
   std::string log_file;       // -o log=FILE (default STATE/stripefs.log)
   // -o state=DIR: where the daemon keeps its pid file (and log). Default: the
   // metadata directory, or for an etcd pool /run/stripefs/ and a name made
-  // from its address (see StateDirFor in tools/daemon.cc).
+  // from its address, and for a reader a directory in that one named after
+  // its mountpoint (see DefaultStateDir in tools/daemon.cc).
   std::string state_dir;
   spdlog::level::level_enum log_level = spdlog::level::info;  // -o log_level=LEVEL
 };

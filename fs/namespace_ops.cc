@@ -97,7 +97,7 @@ void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
       if (!dots) {
         auto r = F(req)->ns().get(l.entry.ino);
         if (!r.ok()) continue;  // removed since opendir
-        e = ToEntry(r.value());
+        e = ToEntry(r.value(), F(req)->cache_timeout());
       } else {
         e.attr.st_ino = l.entry.ino;
         e.attr.st_mode = S_IFDIR;
@@ -129,9 +129,10 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   auto r = F(req)->ns().lookup(parent, name);
   if (!r.ok() && r.status().code() == Code::kNotFound) {
-    // A negative entry, cached like a positive one: every change goes through this daemon.
+    // A negative entry, cached like a positive one: every change goes through
+    // the writer (for a reader, another process: the same short bound).
     fuse_entry_param e{};
-    e.entry_timeout = kTimeout;
+    e.entry_timeout = F(req)->cache_timeout();
     fuse_reply_entry(req, &e);
     return;
   }
@@ -145,7 +146,7 @@ void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   }
   if (Failed(req, r, "getattr")) return;
   struct stat st = ToStat(r.value());
-  fuse_reply_attr(req, &st, kTimeout);
+  fuse_reply_attr(req, &st, F(req)->cache_timeout());
 }
 
 void OpReadlink(fuse_req_t req, fuse_ino_t ino) {

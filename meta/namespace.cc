@@ -62,7 +62,7 @@ Result<InodeRecord> Namespace::load(uint64_t ino) {
     return s;
   }
   SFS_ASSIGN_OR_RETURN(InodeRecord r, DecodeInode(v));
-  cache_[ino] = r;
+  if (!read_through_) cache_[ino] = r;
   return r;
 }
 

@@ -73,6 +73,14 @@ class Namespace {
   static void Format(Transaction* txn, uint32_t root_uid, uint32_t root_gid);
   // pool_uuid names object URIs: stripefs://<pool_uuid>/<inode hex>.
   static Result<std::unique_ptr<Namespace>> Open(KvStore* kv, std::string pool_uuid);
+  // For a reader beside another process's writes (a read-only mount of an
+  // etcd pool): from now on every load reads the store, so a record the
+  // writer changed is never answered from memory.
+  void read_through() {
+    std::lock_guard lock(mu_);
+    read_through_ = true;
+    cache_.clear();
+  }
 
   Result<InodeRecord> get(uint64_t ino);
   // What a read needs of get(): type bits, size and times, without copying
@@ -203,6 +211,7 @@ class Namespace {
   uint64_t next_ino_;                                   // GUARDED_BY(mu_)
   uint64_t ino_bound_;                                  // GUARDED_BY(mu_): the stored counter, above next_ino_
   std::unordered_map<uint64_t, InodeRecord> cache_;     // GUARDED_BY(mu_)
+  bool read_through_ = false;                            // GUARDED_BY(mu_): load() keeps nothing in cache_
 };
 
 }  // namespace stripefs::meta

@@ -90,11 +90,16 @@ std::string CanonicalPath(const std::string& path) {
 // Where a daemon keeps its pid file and log unless -o state= says: a
 // RocksDB pool's own directory, or for an etcd pool, which has no directory
 // here, one under /run/stripefs named after its address.
+// s with every character but letters, digits, '.' and '-' made '_', for a file name.
+std::string Sanitized(const std::string& s) {
+  std::string name;
+  for (char c : s) name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+  return name;
+}
+
 std::string DefaultStateDir(const std::string& meta) {
   if (!meta::IsEtcdUri(meta)) return meta;
-  std::string name;
-  for (char c : meta.substr(7)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
-  return "/run/stripefs/etcd_" + name;
+  return "/run/stripefs/etcd_" + Sanitized(meta.substr(7));
 }
 
 Status MakeStateDir(const std::string& dir) {
@@ -184,13 +189,13 @@ void OnMounted(const fs::MountOptions& options, const std::string& pid_file) {
 // The daemon (or the -f process): opens the pool, serves the mount until it
 // is unmounted, then closes the pool.
 int OpenAndServe(const fs::MountOptions& options, const std::string& pid_file, Outcome& outcome) {
-  auto pool = Pool::Open(options.meta_dir, Pool::Mode::kMount, options.degraded);
+  auto pool = Pool::Open(options.meta_dir, options.reader ? Pool::Mode::kInspect : Pool::Mode::kMount, options.degraded);
   if (!pool.ok()) return outcome.Fail(pool.status().message());
   if (!options.foreground) {  // only now: a refused mount leaves no log file in a directory that is not a pool
     LogToFileAndSyslog(options.log_file.empty() ? options.state_dir + "/stripefs.log" : options.log_file);
   }
   spdlog::set_level(options.log_level);
-  ApplyToPool(options, *pool.value());
+  if (!options.reader) ApplyToPool(options, *pool.value());  // a reader changes nothing, and caches no chunk
   for (const auto& m : pool.value()->missing_drives()) {
     std::cerr << "stripefs: warning: mounting degraded: " << m << "\n";
     spdlog::warn("mounted degraded: {}", m);
@@ -261,7 +266,14 @@ int RunMount(fs::MountOptions options) {
   // (the metadata directory) must match it.
   if (!meta::IsEtcdUri(options.meta_dir)) options.meta_dir = CanonicalPath(options.meta_dir);
   options.mountpoint = CanonicalPath(options.mountpoint);
-  if (options.state_dir.empty()) options.state_dir = DefaultStateDir(options.meta_dir);
+  // -o ro on an etcd pool: a reader beside the pool's writer (which may run
+  // on this machine or another). It takes no writer lock, and keeps its pid
+  // file and log apart from the writer's.
+  options.reader = options.read_only.value_or(false) && meta::IsEtcdUri(options.meta_dir);
+  if (options.state_dir.empty()) {
+    options.state_dir = DefaultStateDir(options.meta_dir);
+    if (options.reader) options.state_dir += "/reader" + Sanitized(options.mountpoint);
+  }
   // A pool's own directory is never made here: Pool::Open refuses a missing one.
   if (options.state_dir != options.meta_dir) {
     if (Status s = MakeStateDir(options.state_dir); !s.ok()) return outcome.Fail(s.message());

@@ -47,6 +47,9 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& meta_dir, Mode mode,
   SFS_RETURN_IF_ERROR(s);
   SFS_ASSIGN_OR_RETURN(pool->config_, meta::DecodeConfig(raw));
   SFS_ASSIGN_OR_RETURN(pool->ns_, meta::Namespace::Open(pool->kv_.get(), pool->config_.uuid));
+  // An inspecting open runs beside the pool's writer (a tool, or a reader
+  // mount of an etcd pool), whose changes it must not answer from memory.
+  if (mode == Mode::kInspect) pool->ns_->read_through();
   SFS_RETURN_IF_ERROR(pool->open_drives(mode, degraded));
   if (mode == Mode::kMount) SFS_RETURN_IF_ERROR(pool->drop_ram_files());
   if (mode != Mode::kCheck) SFS_RETURN_IF_ERROR(pool->rebuild_allocators());

@@ -5,8 +5,10 @@
 # fio and a metadata workload run, kill -9 of the daemon and a remount, two of
 # 3 members killed (EIO, a log line, and recovery when they return), every
 # byte compared and fsck clean. Around that: a second format of the prefix and
-# a second read-write mount are refused, df and placement answer as they do
-# for a RocksDB pool, and an unreachable cluster fails the mount clearly.
+# a second read-write mount are refused, a read-only mount beside the writer
+# sees what the writer closed within the stated bound, df and placement
+# answer as they do for a RocksDB pool, and an unreachable cluster fails the
+# mount clearly.
 NO_DEFAULT_POOL=1
 source "$(dirname "$0")/lib.sh"
 need etcd; need etcdctl; need fio; need sha256sum
@@ -40,6 +42,41 @@ out=$(timeout 60 "$STRIPEFS" mount "$META" "$TMP/mnt2" -o "state=$TMP/state2" 2>
 [[ "$out" == *"writer lock"* ]] || fail "a second read-write mount: unclear refusal: $out"
 ! mountpoint -q "$TMP/mnt2" || fail "the refused mount left $TMP/mnt2 mounted"
 ok "a second read-write mount is refused: $out"
+
+log "--- a reader: a second mount with -o ro, beside the writer"
+READER=$TMP/reader
+mkdir -p "$READER"
+MOUNTED+=("$TMP/reader-state|$READER")  # for teardown
+timeout 60 "$STRIPEFS" mount "$META" "$READER" -o "ro,state=$TMP/reader-state" \
+    || fail "a read-only mount beside the writer failed"
+# seen_within WHAT CMD...: CMD succeeds within the stated bound, a reader's
+# kernel cache lease of 1 s plus the writer's send to etcd (milliseconds),
+# given another second for a loaded machine. Polls every 0.1 s.
+seen_within() {
+    local what=$1 i
+    shift
+    for ((i = 0; i < 20; i++)); do
+        "$@" && { ok "the reader sees $what after $((i / 10)).$((i % 10)) s"; return 0; }
+        sleep 0.1
+    done
+    fail "the reader does not see $what 2 s after the writer closed it"
+}
+head -c $((6 * MiB)) /dev/urandom >"$TMP/shared.ref"
+ls "$READER" >/dev/null  # the reader has listed the directory before the file exists
+cp "$TMP/shared.ref" "$MNT/shared"
+seen_within "a new file, byte for byte," cmp -s "$TMP/shared.ref" "$READER/shared"
+head -c $((3 * MiB)) /dev/urandom >"$TMP/shared2.ref"
+cp "$TMP/shared2.ref" "$MNT/shared"
+seen_within "the file rewritten shorter, byte for byte," cmp -s "$TMP/shared2.ref" "$READER/shared"
+mv "$MNT/shared" "$MNT/renamed"
+seen_within "the rename" test -e "$READER/renamed" -a ! -e "$READER/shared"
+out=$(touch "$READER/x" 2>&1) && fail "a write through the reader succeeded"
+[[ "$out" == *"Read-only file system"* ]] || fail "a write through the reader: not EROFS: $out"
+ok "a write through the reader fails with EROFS"
+rm "$MNT/renamed"
+timeout 60 fusermount3 -u "$READER" || fail "could not unmount the reader"
+wait_pid_gone "$(cat "$TMP/reader-state/daemon.pid")" || fail "the reader's daemon did not exit"
+ok "the reader unmounts, and the writer goes on"
 
 log "--- cp -a of a tree"
 SRC=/usr/share/doc

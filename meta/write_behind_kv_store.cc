@@ -101,6 +101,7 @@ class WriteBehindKvStore final : public KvStore {
     lock.lock();
     if (epoch != epoch_) return Status::OK();
     for (auto& [k, v] : rows) remember(k, std::move(v), epoch);
+    if (epoch != epoch_) return Status::OK();  // the cache was dropped while the rows went in
     mark_whole(prefix);
     return Status::OK();
   }
@@ -269,8 +270,8 @@ class WriteBehindKvStore final : public KvStore {
         if (failure_.ok()) {
           failed_since_ = Clock::now();
           spdlog::error("metadata store: cannot write {} queued changes: {}. They stay queued and are sent again "
-                        "every {} ms; until one send succeeds, every change, sync and directory read fails with "
-                        "this error",
+                        "every {} ms; until one send succeeds, every change, sync and uncached directory read "
+                        "fails with this error",
                         queued_ops_, s.message(), o_.retry_interval.count());
         }
         failure_ = s;

@@ -91,7 +91,7 @@ class WriteBehindTest : public testing::Test {
   std::unique_ptr<KvStore> kv_;
 };
 
-TEST_F(WriteBehindTest, CommitsFromManyThreadsArriveWholeAndInOrder) {
+TEST_F(WriteBehindTest, ConcurrentCommitsArriveWholeAndInOrder) {
   Open();
   constexpr int kThreads = 4, kCommits = 500;
   std::vector<std::thread> threads;
@@ -179,6 +179,26 @@ TEST_F(WriteBehindTest, GetsAnswerFromMemoryWhatTheStoreKnows) {
   EXPECT_EQ(Get(kv_.get(), "z/3"), "3");
   EXPECT_EQ(Get(kv_.get(), "z/2"), "<no such key>");
   EXPECT_EQ(inner_->gets.load(), 2) << "after a scan to its end, a key under the prefix was asked for";
+}
+
+TEST_F(WriteBehindTest, ACacheOverItsBudgetDropsCleanKeysAndStaysRight) {
+  WriteBehindOptions o;
+  o.cache_bytes = 2000;  // about 25 keys
+  Open(o);
+  kv_->known_empty("n/");
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(kv_->commit(Put("n/" + std::to_string(i), std::to_string(i)), false).ok());
+  ASSERT_TRUE(kv_->sync().ok());
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(Get(kv_.get(), "n/" + std::to_string(i)), std::to_string(i));
+  EXPECT_GT(inner_->gets.load(), 0) << "100 keys cannot all stay in a 2000-byte cache";
+  const int before = inner_->gets.load();
+  EXPECT_EQ(Get(kv_.get(), "n/absent"), "<no such key>");
+  EXPECT_EQ(inner_->gets.load(), before + 1) << "the prefix stayed whole after its keys were dropped";
+  std::vector<std::string> seen;
+  ASSERT_TRUE(kv_->scan("n/", [&](std::string_view k, std::string_view) {
+                   seen.emplace_back(k);
+                   return true;
+                 }).ok());
+  EXPECT_EQ(seen.size(), 100u);
 }
 
 TEST_F(WriteBehindTest, ScansSeeQueuedCommitsAndDeletes) {

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace stripefs::meta {
@@ -101,15 +102,29 @@ template <class Stub, class Req, class Resp>
 Status EtcdClient::call(const char* what, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
                         Stub* stub, const Req& req, Resp* resp) {
   const auto deadline = Clock::now() + timeout_;
+  // A request a follower forwarded to a leader that has just died is lost
+  // without an answer, so one attempt may not wait the whole timeout: a
+  // later attempt reaches the leader elected meanwhile. Every request
+  // stripefs sends is safe to apply twice (reads, and puts and deletes of
+  // whole keys under the writer lock's compare).
+  const auto attempt_time = std::max<Clock::duration>(timeout_ / 4, std::chrono::milliseconds(100));
   for (;;) {
+    const auto attempt_deadline = std::min(deadline, Clock::now() + attempt_time);
     grpc::ClientContext ctx;
-    ctx.set_deadline(deadline);
+    ctx.set_deadline(attempt_deadline);
     ctx.set_wait_for_ready(true);  // wait for a connection instead of failing at once
+    // A member that knows of no leader answers UNAVAILABLE at once instead
+    // of holding the request until an election ends.
+    ctx.AddMetadata("hasleader", "true");
     grpc::Status s = (stub->*method)(&ctx, req, resp);
     if (s.ok()) return Status::OK();
-    // UNAVAILABLE: the member went away mid-call, or has no leader yet.
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE && Clock::now() + std::chrono::milliseconds(50) < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // UNAVAILABLE: the member went away mid-call, has no leader, or its
+    // leader changed. DEADLINE_EXCEEDED before the request's own deadline:
+    // this attempt went unanswered.
+    const bool again = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                       (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && attempt_deadline < deadline);
+    if (again && Clock::now() + std::chrono::milliseconds(50) < deadline) {
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
     return convert(what, s);

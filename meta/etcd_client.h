@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A connection to an etcd cluster through its v3 gRPC API: each call is
-// retried while the channel moves to another member, until the request
-// timeout, and gRPC's errors become stripefs Statuses that name the cluster.
+// retried while the channel moves to another member, a member has no
+// leader, or an attempt goes unanswered for a quarter of the request
+// timeout, until the request timeout; gRPC's errors become stripefs
+// Statuses that name the cluster.
 #pragma once
 
 #include <chrono>

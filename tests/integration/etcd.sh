@@ -74,8 +74,9 @@ out=$(touch "$READER/x" 2>&1) && fail "a write through the reader succeeded"
 [[ "$out" == *"Read-only file system"* ]] || fail "a write through the reader: not EROFS: $out"
 ok "a write through the reader fails with EROFS"
 rm "$MNT/renamed"
+reader_pid=$(daemon_pid "$TMP/reader-state")  # before the unmount: the daemon removes the file as it exits
 timeout 60 fusermount3 -u "$READER" || fail "could not unmount the reader"
-wait_pid_gone "$(cat "$TMP/reader-state/daemon.pid")" || fail "the reader's daemon did not exit"
+wait_pid_gone "$reader_pid" || fail "the reader's daemon did not exit"
 ok "the reader unmounts, and the writer goes on"
 
 log "--- cp -a of a tree"

@@ -130,6 +130,14 @@ teardown() {
     for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
     wait 2>/dev/null
     for hook in "${BEFORE_UNMOUNT_HOOKS[@]}"; do $hook; done
+    if ((rc != 0)); then  # a failure's cause is often in the daemon's log, which goes with $TMP
+        for entry in "${MOUNTED[@]}"; do
+            m=${entry%%|*}
+            [[ -s "$m/stripefs.log" ]] || continue
+            echo "[$TEST_NAME] the last lines of $m/stripefs.log:" >&2
+            tail -n 40 "$m/stripefs.log" | sed "s/^/[$TEST_NAME]   | /" >&2
+        done
+    fi
     for entry in "${MOUNTED[@]}"; do
         m=${entry%%|*} mnt=${entry#*|}
         pid=$(tr -dc 0-9 2>/dev/null <"$m/daemon.pid")

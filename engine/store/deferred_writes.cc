@@ -94,13 +94,16 @@ void ObjectStore::keep_deferred(StagedWrite& w) {
   }
 }
 
-void ObjectStore::overlay_deferred(const Object& obj, uint64_t index, uint32_t first, uint32_t count,
-                                   char* buf) const {
-  if (obj.deferred.empty()) return;
+uint32_t ObjectStore::overlay_deferred(const Object& obj, uint64_t index, uint32_t first, uint32_t count,
+                                       char* buf) const {
+  if (obj.deferred.empty()) return 0;
+  uint32_t copied = 0;
   for (auto it = obj.deferred.lower_bound({index, first});
        it != obj.deferred.end() && it->first.first == index && it->first.second < first + count; ++it) {
     std::memcpy(buf + size_t{it->first.second - first} * kBlock, it->second.data(), kBlock);
+    ++copied;
   }
+  return copied;
 }
 
 void ObjectStore::drop_deferred(Object& obj, uint64_t index, uint32_t from, uint32_t to) {

@@ -255,8 +255,9 @@ class ObjectStore {
   Status replay_deferred_records();
   Status replay_log();
   // Copies the deferred blocks of chunk `index` among [first, first+count)
-  // into buf (the blocks as read from a drive). REQUIRES: obj.mu held.
-  void overlay_deferred(const Object& obj, uint64_t index, uint32_t first, uint32_t count, char* buf) const;
+  // into buf (the blocks as read from a drive), and says how many there
+  // were. REQUIRES: obj.mu held.
+  uint32_t overlay_deferred(const Object& obj, uint64_t index, uint32_t first, uint32_t count, char* buf) const;
   // Forgets the deferred blocks [from, to) of chunk `index` (their bytes
   // were rewritten or cut off); index ~0: of every chunk.
   // REQUIRES: obj.mu held exclusively.
@@ -278,7 +279,9 @@ class ObjectStore {
   // good replica, and rewrites the replicas that failed the check from it.
   Status read_blocks(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, uint32_t first, uint32_t count,
                      char* buf);
-  // read_blocks for a read-modify-write: from the RAM tier when it has the chunk.
+  // read_blocks for a read-modify-write: from memory when every block is a
+  // deferred one (a small overwrite next to the last), else from the RAM tier
+  // when it has the chunk, else from the drives.
   Status read_old_blocks(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, uint32_t first,
                          uint32_t count, char* buf);
   Status scrub_chunk(const Object& obj, uint64_t index, const meta::ChunkRecord& rec, ScrubReport* report);

@@ -80,10 +80,35 @@ class ObjectPoolImpl final : public ObjectPool {
     return ToError(r.status());
   }
 
-  Error get(std::string_view name, std::string* data) override { return read_range(name, 0, UINT64_MAX, data); }
+  Error get(std::string_view name, std::string* data) override {
+    return read_range(name, 0, UINT64_MAX, [&](uint64_t n) { return data->resize(n), data->data(); });
+  }
 
   Error read(std::string_view name, uint64_t offset, size_t length, std::string* data) override {
-    return read_range(name, offset, length, data);
+    return read_range(name, offset, length, [&](uint64_t n) { return data->resize(n), data->data(); });
+  }
+
+  Error read_into(std::string_view name, uint64_t offset, std::span<char> buffer, size_t* got) override {
+    *got = 0;
+    return read_range(name, offset, buffer.size(), [&](uint64_t n) { return *got = n, buffer.data(); });
+  }
+
+  Error size(std::string_view given, uint64_t* size) override {
+    std::string storage;
+    const std::string_view name = Canonical(given, &storage);
+    auto named = resolve(name);
+    if (!named.ok()) return counted(ToError(named.status()));
+    if (write_back_) {
+      if (std::optional<uint64_t> held = write_back_->size(named->ino)) return *size = *held, Error{};
+    }
+    auto inode = pool_->ns().brief(named->ino);
+    if (!inode.ok()) {
+      if (inode.status().code() == Code::kNotFound) forget(name);
+      return counted(ToError(inode.status()));
+    }
+    if (!S_ISREG(inode->mode)) return {EISDIR, fmt::format("{} is not an object", name)};
+    *size = inode->size;
+    return {};
   }
 
   Error remove(std::string_view given) override {
@@ -372,16 +397,21 @@ class ObjectPoolImpl final : public ObjectPool {
     return inode;
   }
 
-  Error read_range(std::string_view given, uint64_t offset, uint64_t length, std::string* data) {
+  // Reads up to length bytes from offset into place(n), where n is how many
+  // there are; place is called once, before any byte is read.
+  template <typename Place>
+  Error read_range(std::string_view given, uint64_t offset, uint64_t length, Place place) {
     std::string storage;
     const std::string_view name = Canonical(given, &storage);
     auto named = resolve(name);
     if (!named.ok()) return counted(ToError(named.status()));
     const uint64_t ino = named->ino;
-    if (write_back_ && write_back_->read(ino, offset, length, data)) {
-      gets_++;
-      bytes_read_ += data->size();
-      return {};
+    if (write_back_) {
+      if (std::optional<uint64_t> n = write_back_->read(ino, offset, length, place)) {
+        gets_++;
+        bytes_read_ += *n;
+        return {};
+      }
     }
     auto inode = pool_->ns().brief(ino);
     if (!inode.ok()) {
@@ -399,9 +429,9 @@ class ObjectPoolImpl final : public ObjectPool {
       remember(name, obj);
     }
     const uint64_t n = offset >= inode->size ? 0 : std::min(length, inode->size - offset);
-    data->resize(n);
+    char* to = place(n);
     if (n) {
-      if (Status s = pool_->store().read(*obj, offset, n, data->data()); !s.ok()) return ToError(s);
+      if (Status s = pool_->store().read(*obj, offset, n, to); !s.ok()) return ToError(s);
     }
     gets_++;
     bytes_read_ += n;

@@ -82,18 +82,12 @@ bool WriteBackBuffer::take(std::shared_ptr<ObjectStore::Object> obj, std::string
   }
 }
 
-bool WriteBackBuffer::read(uint64_t ino, uint64_t offset, uint64_t length, std::string* out) const {
-  if (dirty_count_.load(std::memory_order_acquire) == 0) return false;
+std::optional<uint64_t> WriteBackBuffer::size(uint64_t ino) const {
+  if (dirty_count_.load(std::memory_order_acquire) == 0) return std::nullopt;
   std::lock_guard lock(mu_);
   auto it = dirty_.find(ino);
-  if (it == dirty_.end()) return false;
-  const std::string& data = *it->second.data;
-  if (offset >= data.size()) {
-    out->clear();
-  } else {
-    out->assign(data, offset, std::min<uint64_t>(length, data.size() - offset));
-  }
-  return true;
+  if (it == dirty_.end()) return std::nullopt;
+  return it->second.data->size();
 }
 
 Status WriteBackBuffer::flush_locked(std::span<const std::pair<uint64_t, Dirty>> batch) {

@@ -21,12 +21,15 @@
 // is written through and gets its ENOSPC at once.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,9 +70,23 @@ class WriteBackBuffer {
   std::shared_ptr<const meta::NewEntry> unnamed(uint64_t ino) const;
   // The entries of every object not stored yet.
   std::vector<std::shared_ptr<const meta::NewEntry>> unnamed_entries() const;
-  // Up to length bytes from offset of a buffered object into *out; false when
-  // ino is not buffered.
-  bool read(uint64_t ino, uint64_t offset, uint64_t length, std::string* out) const;
+  // Up to length bytes from offset of a buffered object into place(n), n
+  // being how many there are; how many were copied, or nullopt when ino is
+  // not buffered (place is then not called).
+  template <typename Place>
+  std::optional<uint64_t> read(uint64_t ino, uint64_t offset, uint64_t length, Place place) const {
+    if (dirty_count_.load(std::memory_order_acquire) == 0) return std::nullopt;
+    std::lock_guard lock(mu_);
+    auto it = dirty_.find(ino);
+    if (it == dirty_.end()) return std::nullopt;
+    const std::string& data = *it->second.data;
+    const uint64_t n = offset >= data.size() ? 0 : std::min<uint64_t>(length, data.size() - offset);
+    char* to = place(n);
+    if (n) memcpy(to, data.data() + offset, n);
+    return n;
+  }
+  // The size of a buffered object; nullopt when ino is not buffered.
+  std::optional<uint64_t> size(uint64_t ino) const;
   // Writes ino's buffered contents now (before an append extends them, or
   // a write-through replaces an unnamed object, which then has its entry).
   Status flush(uint64_t ino);

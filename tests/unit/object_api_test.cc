@@ -99,6 +99,40 @@ TEST_F(ObjectApiTest, PutGetReadAppendListRemove) {
   EXPECT_EQ(pool_->stats().not_found, 2u);
 }
 
+// read_into and size, for an object held in the write-back buffer and for
+// one on the drives (past the buffer's 256 KiB).
+TEST_F(ObjectApiTest, ReadIntoTheCallersMemoryAndSize) {
+  std::string big(1 << 20, '\0');
+  std::mt19937 rng(7);
+  for (auto& c : big) c = static_cast<char>(rng());
+  for (const std::string& data : {std::string("a small buffered object"), big}) {
+    ASSERT_FALSE(pool_->put("into/obj", data));
+    uint64_t size = 0;
+    ASSERT_FALSE(pool_->size("into/obj", &size));
+    EXPECT_EQ(size, data.size());
+    std::vector<char> buf(data.size() + 10, 'x');
+    size_t got = 0;
+    ASSERT_FALSE(pool_->read_into("into/obj", 0, buf, &got));
+    ASSERT_EQ(got, data.size()) << "short at the end of the object";
+    EXPECT_EQ(std::string_view(buf.data(), got), data);
+    EXPECT_EQ(buf[got], 'x') << "nothing written past what was read";
+    ASSERT_FALSE(pool_->read_into("into/obj", 2, std::span<char>(buf).first(5), &got));
+    EXPECT_EQ(std::string_view(buf.data(), got), data.substr(2, 5));
+    ASSERT_FALSE(pool_->read_into("into/obj", data.size() + 1, buf, &got));
+    EXPECT_EQ(got, 0u) << "past the end";
+  }
+  ASSERT_FALSE(pool_->sync());
+  uint64_t size = 0;
+  ASSERT_FALSE(pool_->size("into/obj", &size));
+  EXPECT_EQ(size, big.size());
+  EXPECT_EQ(pool_->size("into/none", &size).code, ENOENT);
+  EXPECT_EQ(pool_->size("into", &size).code, EISDIR);
+  char one;
+  size_t got = 7;
+  EXPECT_EQ(pool_->read_into("into/none", 0, std::span<char>(&one, 1), &got).code, ENOENT);
+  EXPECT_EQ(got, 0u);
+}
+
 TEST_F(ObjectApiTest, ErrorsNameTheProblem) {
   std::string out;
   ASSERT_FALSE(pool_->put("a", "file"));

@@ -62,13 +62,16 @@ TEST_F(WriteBackTest, HoldsTheLatestPutUntilAFlushStoresIt) {
   ASSERT_TRUE(buffer_->take(obj, "first"));
   ASSERT_TRUE(buffer_->take(obj, "second, longer"));
   std::string out;
-  ASSERT_TRUE(buffer_->read(obj->ino, 8, 100, &out));
+  auto into_out = [&](uint64_t n) { return out.resize(n), out.data(); };
+  ASSERT_EQ(buffer_->read(obj->ino, 8, 100, into_out), 6u);
   EXPECT_EQ(out, "longer");
+  EXPECT_EQ(buffer_->size(obj->ino), 14u);
   EXPECT_EQ(Stored(obj), "") << "nothing on the drives before a flush";
   EXPECT_EQ(buffer_->stats().dirty_bytes, 14u);
   ASSERT_TRUE(buffer_->flush_all().ok());
   EXPECT_EQ(Stored(obj), "second, longer");
-  EXPECT_FALSE(buffer_->read(obj->ino, 0, 100, &out)) << "clean once stored";
+  EXPECT_FALSE(buffer_->read(obj->ino, 0, 100, into_out)) << "clean once stored";
+  EXPECT_FALSE(buffer_->size(obj->ino)) << "clean once stored";
   EXPECT_EQ(buffer_->stats().dirty_objects, 0u);
 }
 

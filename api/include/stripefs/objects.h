@@ -72,6 +72,11 @@ class ObjectPool {
   virtual Error get(std::string_view name, std::string* data) = 0;
   // Up to length bytes from offset (fewer at the end of the object).
   virtual Error read(std::string_view name, uint64_t offset, size_t length, std::string* data) = 0;
+  // Up to buffer.size() bytes from offset into the caller's memory, with no
+  // copy on the way; *got is how many (fewer at the end of the object).
+  virtual Error read_into(std::string_view name, uint64_t offset, std::span<char> buffer, size_t* got) = 0;
+  // The object's size in bytes: ENOENT when there is none of that name.
+  virtual Error size(std::string_view name, uint64_t* size) = 0;
   virtual Error remove(std::string_view name) = 0;
   // The names in directory dir ("" is the root), sorted.
   virtual Error list(std::string_view dir, std::vector<std::string>* names) = 0;

@@ -13,12 +13,14 @@ PACKAGES := build-essential cmake pkg-config git \
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev prometheus-cpp-dev \
   fio sqlite3 rsync attr python3 python3-matplotlib psmisc util-linux \
   rpm dpkg-dev man-db systemd prometheus curl \
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc etcd-server etcd-client
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc etcd-server etcd-client \
+  pybind11-dev python3-dev python3-pytest python3-numpy
 # (prometheus: the server and promtool for the metrics test; rpm: rpmbuild and rpm for `make package` and its test; dpkg-dev:
 # dpkg-shlibdeps for the .deb's library dependencies; man-db: man -w and
 # groff for the man page checks; systemd: systemd-analyze verify of the unit;
 # gRPC and protobuf: the etcd metadata store; etcd-server and etcd-client: the
-# etcd cluster its tests start.)
+# etcd cluster its tests start; pybind11, python3-dev, pytest and numpy: the
+# Python module and its tests.)
 
 .PHONY: deps build test sanitize run stop clean package
 

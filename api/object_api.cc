@@ -88,9 +88,10 @@ class ObjectPoolImpl final : public ObjectPool {
     return read_range(name, offset, length, [&](uint64_t n) { return data->resize(n), data->data(); });
   }
 
-  Error read_into(std::string_view name, uint64_t offset, std::span<char> buffer, size_t* got) override {
+  Error read_into(std::string_view name, uint64_t offset, std::span<char> buffer, size_t* got,
+                  uint64_t* object_size) override {
     *got = 0;
-    return read_range(name, offset, buffer.size(), [&](uint64_t n) { return *got = n, buffer.data(); });
+    return read_range(name, offset, buffer.size(), [&](uint64_t n) { return *got = n, buffer.data(); }, object_size);
   }
 
   Error size(std::string_view given, uint64_t* size) override {
@@ -399,15 +400,17 @@ class ObjectPoolImpl final : public ObjectPool {
 
   // Reads up to length bytes from offset into place(n), where n is how many
   // there are; place is called once, before any byte is read.
+  // *object_size, when given, is set to the whole object's size.
   template <typename Place>
-  Error read_range(std::string_view given, uint64_t offset, uint64_t length, Place place) {
+  Error read_range(std::string_view given, uint64_t offset, uint64_t length, Place place,
+                   uint64_t* object_size = nullptr) {
     std::string storage;
     const std::string_view name = Canonical(given, &storage);
     auto named = resolve(name);
     if (!named.ok()) return counted(ToError(named.status()));
     const uint64_t ino = named->ino;
     if (write_back_) {
-      if (std::optional<uint64_t> n = write_back_->read(ino, offset, length, place)) {
+      if (std::optional<uint64_t> n = write_back_->read(ino, offset, length, place, object_size)) {
         gets_++;
         bytes_read_ += *n;
         return {};
@@ -429,6 +432,7 @@ class ObjectPoolImpl final : public ObjectPool {
       remember(name, obj);
     }
     const uint64_t n = offset >= inode->size ? 0 : std::min(length, inode->size - offset);
+    if (object_size) *object_size = inode->size;
     char* to = place(n);
     if (n) {
       if (Status s = pool_->store().read(*obj, offset, n, to); !s.ok()) return ToError(s);

@@ -72,15 +72,18 @@ class WriteBackBuffer {
   std::vector<std::shared_ptr<const meta::NewEntry>> unnamed_entries() const;
   // Up to length bytes from offset of a buffered object into place(n), n
   // being how many there are; how many were copied, or nullopt when ino is
-  // not buffered (place is then not called).
+  // not buffered (place is then not called). *object_size, when given, is
+  // set to the buffered object's size.
   template <typename Place>
-  std::optional<uint64_t> read(uint64_t ino, uint64_t offset, uint64_t length, Place place) const {
+  std::optional<uint64_t> read(uint64_t ino, uint64_t offset, uint64_t length, Place place,
+                               uint64_t* object_size = nullptr) const {
     if (dirty_count_.load(std::memory_order_acquire) == 0) return std::nullopt;
     std::lock_guard lock(mu_);
     auto it = dirty_.find(ino);
     if (it == dirty_.end()) return std::nullopt;
     const std::string& data = *it->second.data;
     const uint64_t n = offset >= data.size() ? 0 : std::min<uint64_t>(length, data.size() - offset);
+    if (object_size) *object_size = data.size();
     char* to = place(n);
     if (n) memcpy(to, data.data() + offset, n);
     return n;

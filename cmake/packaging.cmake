@@ -17,6 +17,7 @@
 #   PREFIX/share/doc/stripefs/copyright                    the .deb only (Debian's machine-readable format)
 #   PREFIX/share/doc/stripefs/LICENSE                      the .rpm only, as its %license
 #   PREFIX/share/stripefs/grafana/stripefs.json            a Grafana dashboard for -o metrics_listen
+#   PREFIX/lib/python3/dist-packages/stripefs.*.so         the Python module (python/)
 
 include(GNUInstallDirs)
 set(_pkg ${PROJECT_SOURCE_DIR}/packaging)
@@ -133,10 +134,11 @@ set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${_pkg}/rpm/post)
 set(CPACK_RPM_PRE_UNINSTALL_SCRIPT_FILE ${_pkg}/rpm/preun)
 set(CPACK_RPM_POST_UNINSTALL_SCRIPT_FILE ${_pkg}/rpm/postun)
 # Directories that belong to the system (filesystem, systemd, man-db,
-# bash-completion packages), never to stripefs.
+# bash-completion, python3 packages), never to stripefs.
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
     /sbin
     /usr/lib/systemd /usr/lib/systemd/system
+    /usr/lib/python3 /usr/lib/python3/dist-packages
     /usr/share/man /usr/share/man/man1 /usr/share/man/man8
     /usr/share/bash-completion /usr/share/bash-completion/completions)
 

@@ -37,6 +37,8 @@ allowed engine/store/ base/ meta/ engine/io/ engine/placement/ engine/store/
 allowed engine/pool/ base/ meta/ engine/io/ engine/placement/ engine/store/ engine/pool/
 allowed api/ base/ meta/ engine/ api/ stripefs/
 allowed fs/ base/ meta/ engine/ fs/
+# python/ sees only the public object API.
+allowed python/ stripefs/
 # tools/ is the top: it may include anything but test code.
 allowed tools/ base/ meta/ engine/ api/ fs/ tools/ stripefs/
 

@@ -70,6 +70,7 @@ EXPECTED_FILES=(
     /usr/share/doc/stripefs/operations.md
     /usr/share/doc/stripefs/semantics.md
     /usr/share/stripefs/grafana/stripefs.json
+    "/usr/lib/python3/dist-packages/stripefs$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 )
 # The only directories the packages may own; every other is the system's.
 OWN_DIRS=(/etc/stripefs /usr/share/doc/stripefs /usr/share/stripefs /usr/share/stripefs/grafana)
@@ -146,6 +147,10 @@ for sub in mkfs mount placement df fsck; do
     [[ " $completions " == *" $sub "* ]] || fail "the installed completion does not offer '$sub': $completions"
 done
 ok "bash completion installed: $completions"
+where=$(cd / && env -u PYTHONPATH /usr/bin/python3 -c 'import stripefs; print(stripefs.__file__)') \
+    || fail "the installed Python module does not import"
+[[ $where == /usr/lib/python3/dist-packages/stripefs.* ]] || fail "python3 imports stripefs from $where"
+ok "python3 imports the installed module: $where"
 
 # --- the mount helper: which options reach stripefs mount (-f: print, do not run)
 helper_cmd=$("$HELPER" /srv/meta /srv/mnt -f -o defaults,rw,noatime,nosuid,nodev,_netdev,nofail,noauto,auto,user,users,x-systemd.requires=/dev/null,x-systemd.automount,comment=pool,relatime,nodiratime,allow_other,ro,degraded,workers=2 2>&1)

@@ -116,8 +116,10 @@ TEST_F(ObjectApiTest, ReadIntoTheCallersMemoryAndSize) {
     ASSERT_EQ(got, data.size()) << "short at the end of the object";
     EXPECT_EQ(std::string_view(buf.data(), got), data);
     EXPECT_EQ(buf[got], 'x') << "nothing written past what was read";
-    ASSERT_FALSE(pool_->read_into("into/obj", 2, std::span<char>(buf).first(5), &got));
+    uint64_t whole = 0;
+    ASSERT_FALSE(pool_->read_into("into/obj", 2, std::span<char>(buf).first(5), &got, &whole));
     EXPECT_EQ(std::string_view(buf.data(), got), data.substr(2, 5));
+    EXPECT_EQ(whole, data.size());
     ASSERT_FALSE(pool_->read_into("into/obj", data.size() + 1, buf, &got));
     EXPECT_EQ(got, 0u) << "past the end";
   }

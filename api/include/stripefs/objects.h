@@ -73,8 +73,10 @@ class ObjectPool {
   // Up to length bytes from offset (fewer at the end of the object).
   virtual Error read(std::string_view name, uint64_t offset, size_t length, std::string* data) = 0;
   // Up to buffer.size() bytes from offset into the caller's memory, with no
-  // copy on the way; *got is how many (fewer at the end of the object).
-  virtual Error read_into(std::string_view name, uint64_t offset, std::span<char> buffer, size_t* got) = 0;
+  // copy on the way; *got is how many (fewer at the end of the object), and
+  // *object_size, when given, the size of the whole object.
+  virtual Error read_into(std::string_view name, uint64_t offset, std::span<char> buffer, size_t* got,
+                          uint64_t* object_size = nullptr) = 0;
   // The object's size in bytes: ENOENT when there is none of that name.
   virtual Error size(std::string_view name, uint64_t* size) = 0;
   virtual Error remove(std::string_view name) = 0;

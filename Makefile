@@ -22,7 +22,7 @@ PACKAGES := build-essential cmake pkg-config git \
 # etcd cluster its tests start; pybind11, python3-dev, pytest and numpy: the
 # Python module and its tests.)
 
-.PHONY: deps build test sanitize run stop clean package
+.PHONY: deps build test sanitize run stop clean package install
 
 # Installs only what is missing (apt-get update runs once, and only if needed).
 deps:
@@ -55,6 +55,12 @@ sanitize: deps
 	cmake -S . -B $(TSAN_BUILD) -DSTRIPEFS_SANITIZE=thread -DSTRIPEFS_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(TSAN_BUILD) -j$(JOBS) --target stripefs_unit_tests
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp ctest --output-on-failure -j1 -R '(Concurrent|ReclaimTwice|WaitedForAnotherPass)'
+
+# Installs what the packages hold, under /usr as they do: the binary, the
+# Python module (in /usr/lib/python3/dist-packages, where Debian's python3
+# looks), the mount helper, the unit, man pages, completion and docs.
+install: build
+	cmake --install $(BUILD) --prefix /usr
 
 # Formats a default pool (4 drive files of 1 GiB and a 256 MiB RAM segment) once, and mounts it at ./mnt.
 run: build

@@ -8,7 +8,8 @@ sync, then every object read ROUNDS times with get (a new bytes object /
 std::string) and ROUNDS times into one reused buffer (get_into / read_into),
 after one untimed pass.
 C++ is bench/object_throughput; Python is this script with the stripefs
-module. The runs interleave (C++, Python, C++, Python, ...) and the table
+module, in a process of its own as well. The runs interleave (C++,
+Python, C++, Python, ...) and the table
 gives the median of --runs for each, and Python / C++.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py --build build
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 
-SIZES = [("100 B", 100, 20000), ("64 KiB", 64 << 10, 2000), ("1 MiB", 1 << 20, 128), ("16 MiB", 16 << 20, 8)]
+SIZES = [("100 B", 100, 20000), ("64 KiB", 64 << 10, 4000), ("1 MiB", 1 << 20, 384), ("16 MiB", 16 << 20, 24)]
 
 
 def mkfs(stripefs, work):
@@ -72,6 +73,10 @@ def python_side(meta, size, count, rounds):
 
 
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "--python-side":
+        meta, size, count, rounds = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+        print(json.dumps(python_side(meta, size, count, rounds)))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build", help="the build tree (its tools/stripefs and bench/object_throughput)")
     ap.add_argument("--dir", default="/dev/shm", help="where the pools' files go")
@@ -92,8 +97,12 @@ def main():
                 out = subprocess.run([cxx_bin, "--meta", meta, "--size", str(size), "--count", str(count),
                                       "--rounds", str(a.rounds)], check=True, capture_output=True, text=True)
                 results.setdefault((label, "C++"), []).append(json.loads(out.stdout))
+                # A fresh process too, as the C++ side: a process that has run
+                # pools before reuses their memory and skips its page faults.
                 meta = mkfs(stripefs_bin, f"{work}/pool")
-                results.setdefault((label, "Python"), []).append(python_side(meta, size, count, a.rounds))
+                out = subprocess.run([sys.executable, __file__, "--python-side", meta, str(size), str(count),
+                                      str(a.rounds)], check=True, capture_output=True, text=True)
+                results.setdefault((label, "Python"), []).append(json.loads(out.stdout))
             print(f"run {run + 1} of {a.runs} done", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -103,14 +112,17 @@ def main():
 
     print(f"Python module vs C++ object API, backing {a.dir} (tmpfs), RAM tier s3fifo; "
           f"median of {a.runs} interleaved runs, operations per second")
-    print("| size | op | C++ | Python | Python / C++ | Python MB/s |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("(the ratio of each run's pair, C++ then Python, shows how much one machine's runs vary)")
+    print("| size | op | C++ | Python | Python / C++ | runs' ratios, lowest-highest | Python MB/s |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     medians = {}
     for label, size, _ in SIZES:
         for key, op in [("put_ops", "put (+ sync)"), ("get_ops", "get -> bytes"), ("get_into_ops", "get_into")]:
             c, p = med(label, "C++", key), med(label, "Python", key)
-            medians[f"{label} {op}"] = {"cxx": c, "python": p, "ratio": p / c}
-            print(f"| {label} | {op} | {c:,.0f} | {p:,.0f} | {p / c:.2f}x | {p * size / 1e6:,.0f} |")
+            pairs = [py[key] / cx[key] for cx, py in zip(results[(label, "C++")], results[(label, "Python")])]
+            medians[f"{label} {op}"] = {"cxx": c, "python": p, "ratio": p / c, "run_ratios": pairs}
+            print(f"| {label} | {op} | {c:,.0f} | {p:,.0f} | {p / c:.2f}x | {min(pairs):.2f}-{max(pairs):.2f}x "
+                  f"| {p * size / 1e6:,.0f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(medians, f, indent=1)

@@ -190,7 +190,7 @@ void ChunkCache::insert(uint64_t ino, uint64_t index, const char* data, uint32_t
   // Outside the lock: the RAM segment's allocator has a lock of its own.
   const uint64_t taken = taken_ ? std::min(taken_(), capacity_) / shards_.size() : 0;
   // The copy is made before the lock is taken, so readers wait only for the bookkeeping.
-  auto bytes = std::make_unique<char[]>(length);
+  auto bytes = std::make_unique_for_overwrite<char[]>(length);  // not zeroed: memcpy fills it
   std::memcpy(bytes.get(), data, length);
   std::lock_guard lock(s.mu);
   const Key key{ino, index};

@@ -84,15 +84,13 @@ class Pool {
   Pool(std::unique_ptr<ObjectPool> pool, std::string meta_dir) : pool_(std::move(pool)), meta_dir_(std::move(meta_dir)) {}
   ~Pool() { close(); }
 
-  // Stores what a put left in memory; a second close does nothing.
+  // Stores what a put left in memory and closes the pool, once every call
+  // in progress has returned; a second close does nothing. A failure to
+  // store is only logged here, so sync() first reports it.
   void close() {
-    std::unique_ptr<ObjectPool> closing;
-    {
-      py::gil_scoped_release nogil;  // calls in other threads hold mu_ and need the GIL to finish
-      std::unique_lock lock(mu_);
-      closing = std::move(pool_);
-      closing.reset();
-    }
+    py::gil_scoped_release nogil;  // calls in other threads hold mu_ and need the GIL to finish
+    std::unique_lock lock(mu_);
+    pool_.reset();
   }
 
   std::string put(const std::string& name, py::handle data) {
@@ -253,7 +251,8 @@ PYBIND11_MODULE(stripefs, m) {
       .def("list", &Pool::list, py::arg("dir") = "", "The names in a directory of the pool, sorted.")
       .def("sync", &Pool::sync, "Makes everything written so far durable.")
       .def("stats", &Pool::stats, "Counters of this open pool, as a dict.")
-      .def("close", &Pool::close, "Stores what is buffered and closes the pool.")
+      .def("close", &Pool::close,
+           "Stores what is buffered and closes the pool; call sync() first to see a failure to store.")
       .def_property_readonly("closed", &Pool::closed)
       .def_property_readonly("meta_dir", &Pool::meta_dir)
       .def_property_readonly("path", [](Pool&) { return "in-process"; },

@@ -102,13 +102,9 @@ class ObjectPoolImpl final : public ObjectPool {
     if (write_back_) {
       if (std::optional<uint64_t> held = write_back_->size(named->ino)) return *size = *held, Error{};
     }
-    auto inode = pool_->ns().brief(named->ino);
-    if (!inode.ok()) {
-      if (inode.status().code() == Code::kNotFound) forget(name);
-      return counted(ToError(inode.status()));
-    }
-    if (!S_ISREG(inode->mode)) return {EISDIR, fmt::format("{} is not an object", name)};
-    *size = inode->size;
+    meta::Namespace::Brief inode;
+    if (Error e = stored_object(name, named->ino, &inode)) return e;
+    *size = inode.size;
     return {};
   }
 
@@ -398,6 +394,19 @@ class ObjectPoolImpl final : public ObjectPool {
     return inode;
   }
 
+  // What the namespace holds of the object name resolved to (ino): ENOENT,
+  // with the name forgotten, when it is gone; EISDIR for a directory.
+  Error stored_object(std::string_view name, uint64_t ino, meta::Namespace::Brief* out) {
+    auto inode = pool_->ns().brief(ino);
+    if (!inode.ok()) {
+      if (inode.status().code() == Code::kNotFound) forget(name);
+      return counted(ToError(inode.status()));
+    }
+    if (!S_ISREG(inode->mode)) return {EISDIR, fmt::format("{} is not an object", name)};
+    *out = *inode;
+    return {};
+  }
+
   // Reads up to length bytes from offset into place(n), where n is how many
   // there are; place is called once, before any byte is read.
   // *object_size, when given, is set to the whole object's size.
@@ -416,12 +425,8 @@ class ObjectPoolImpl final : public ObjectPool {
         return {};
       }
     }
-    auto inode = pool_->ns().brief(ino);
-    if (!inode.ok()) {
-      if (inode.status().code() == Code::kNotFound) forget(name);
-      return counted(ToError(inode.status()));
-    }
-    if (!S_ISREG(inode->mode)) return {EISDIR, fmt::format("{} is not an object", name)};
+    meta::Namespace::Brief inode;
+    if (Error e = stored_object(name, ino, &inode)) return e;
     std::shared_ptr<ObjectStore::Object> obj = std::move(named->obj);
     if (!obj) {  // first read through this name (or a URI): the object table, then remembered
       auto record = pool_->ns().get(ino);
@@ -431,8 +436,8 @@ class ObjectPoolImpl final : public ObjectPool {
       obj = std::move(made).value();
       remember(name, obj);
     }
-    const uint64_t n = offset >= inode->size ? 0 : std::min(length, inode->size - offset);
-    if (object_size) *object_size = inode->size;
+    const uint64_t n = offset >= inode.size ? 0 : std::min(length, inode.size - offset);
+    if (object_size) *object_size = inode.size;
     char* to = place(n);
     if (n) {
       if (Status s = pool_->store().read(*obj, offset, n, to); !s.ok()) return ToError(s);

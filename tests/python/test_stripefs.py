@@ -250,6 +250,8 @@ def test_a_mounted_pool_cannot_be_opened_in_process(meta, tmp_path):
     mnt.mkdir()
     state = tmp_path / "state"
     subprocess.run(["timeout", "60", STRIPEFS, "mount", meta, str(mnt), "-o", f"state={state}"], check=True)
+    # Read before the unmount: the daemon removes its pid file as it exits.
+    daemon = int((state / "daemon.pid").read_text().strip())
     try:
         with open(mnt / "from-the-mount", "wb") as f:
             f.write(b"written through the mount")
@@ -258,11 +260,15 @@ def test_a_mounted_pool_cannot_be_opened_in_process(meta, tmp_path):
         assert e.value.errno == errno.EBUSY
     finally:
         subprocess.run(["timeout", "60", "fusermount3", "-u", str(mnt)], check=True)
-        pid_file = state / "daemon.pid"
-        for _ in range(300):  # the daemon stores and exits after the unmount
-            if not pid_file.exists():
+        for _ in range(600):  # the daemon stores, closes the pool and exits after the unmount
+            try:
+                os.kill(daemon, 0)
+            except ProcessLookupError:
                 break
             time.sleep(0.1)
+        else:
+            os.kill(daemon, 9)
+            pytest.fail(f"the daemon {daemon} did not exit within 60 s of the unmount")
     with stripefs.Pool.open(meta) as p:
         assert p.get("from-the-mount") == b"written through the mount"
 

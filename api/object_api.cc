@@ -16,6 +16,8 @@
 #include "api/name_index.h"
 #include "engine/pool/pool.h"
 #include "api/write_back.h"
+#include "api/beside_mount.h"
+#include "api/object_channel.h"
 #include "stripefs/objects.h"
 
 namespace stripefs::api {
@@ -58,12 +60,19 @@ std::string_view Canonical(std::string_view name, std::string* storage) {
 
 class ObjectPoolImpl final : public ObjectPool {
  public:
+  // In-process: the pool is this object's alone.
   ObjectPoolImpl(std::unique_ptr<Pool> pool, const Options& o, std::optional<WriteBackOptions> write_back)
-      : pool_(std::move(pool)), options_(o) {
+      : ObjectPoolImpl(pool.get(), o, write_back, {}) {
+    owned_ = std::move(pool);
+  }
+  // Beside a mount (api/beside_mount.h): the mount changes the namespace too,
+  // so nothing is remembered of it, and the mount hears of every change.
+  ObjectPoolImpl(Pool* pool, const Options& o, std::optional<WriteBackOptions> write_back, MountHooks mount)
+      : pool_(pool), options_(o), mount_(std::move(mount)), beside_mount_(static_cast<bool>(mount_.data_changed)) {
     uri_prefix_ = "stripefs://" + pool_->config().uuid + "/";
     if (write_back) {
       write_back_ = std::make_unique<WriteBackBuffer>(
-          &pool_->store(), [pool = pool_.get()] { return pool->drive_free(); }, *write_back);
+          &pool_->store(), [pool = pool_] { return pool->drive_free(); }, *write_back);
     }
   }
   Error put(std::string_view name, std::string_view data, std::string* uri) override {
@@ -124,7 +133,11 @@ class ObjectPoolImpl final : public ObjectPool {
     auto r = pool_->ns().unlink(*parent, parts.back());
     if (!r.ok()) return counted(ToError(r.status()));
     forget(name);
-    if (r->nlink == 0) {
+    if (beside_mount_) {
+      mount_.entry_changed(*parent, parts.back());
+      mount_.data_changed(r->ino);
+      mount_.unlinked(r.value());  // its space goes when no handle of the mount holds it
+    } else if (r->nlink == 0) {
       if (Status s = pool_->store().reclaim(r->ino); !s.ok()) return ToError(s);
     }
     removes_++;
@@ -162,6 +175,8 @@ class ObjectPoolImpl final : public ObjectPool {
     Status synced = pool_->store().sync();
     return ToError(buffered.ok() ? synced : buffered);
   }
+
+  const char* path() const override { return beside_mount_ ? "daemon" : "in-process"; }
 
   Stats stats() const override {
     Stats s;
@@ -205,13 +220,16 @@ class ObjectPoolImpl final : public ObjectPool {
     if (parts.empty()) return Status::Invalid("an object name is needed");
     SFS_ASSIGN_OR_RETURN(uint64_t dir, resolve_dir(parts, false));
     SFS_ASSIGN_OR_RETURN(meta::InodeRecord r, pool_->ns().lookup(dir, parts.back()));
-    std::unique_lock lock(names_mu_);
-    names_.insert(name, Named{r.ino, nullptr});
+    if (!beside_mount_) {
+      std::unique_lock lock(names_mu_);
+      names_.insert(name, Named{r.ino, nullptr});
+    }
     return Named{r.ino, nullptr};
   }
 
   // What resolve() or a put remembered of name; no namespace lookup.
   std::optional<Named> remembered(std::string_view name) {
+    if (beside_mount_) return std::nullopt;
     std::shared_lock lock(names_mu_);
     if (const Named* known = names_.find(name)) return *known;
     return std::nullopt;
@@ -220,7 +238,7 @@ class ObjectPoolImpl final : public ObjectPool {
   // Keeps obj with the name, so the next read through it needs no lookup in
   // the namespace or the object table.
   void remember(std::string_view name, const std::shared_ptr<ObjectStore::Object>& obj) {
-    if (IsUri(name)) return;  // a URI needs no lookup
+    if (IsUri(name) || beside_mount_) return;  // a URI needs no lookup
     std::unique_lock lock(names_mu_);
     Named& known = names_.insert(name, Named{obj->ino, obj});
     if (known.ino == obj->ino) known.obj = obj;
@@ -233,12 +251,13 @@ class ObjectPoolImpl final : public ObjectPool {
 
   // The directory holding the last component (whole: the directory the whole
   // path names). Directories found are remembered: the API removes only
-  // objects, and nothing else changes the pool while it is open.
+  // objects, and nothing else changes the pool while it is open (beside a
+  // mount, the mount does: nothing is remembered then).
   Result<uint64_t> resolve_dir(const std::vector<std::string_view>& parts, bool create, bool whole = false) {
     const size_t n = whole ? parts.size() : parts.size() - 1;
     std::string path;
     for (size_t i = 0; i < n; ++i) (path += parts[i]) += '/';
-    {
+    if (!beside_mount_) {
       std::shared_lock lock(names_mu_);
       if (auto it = dirs_.find(path); it != dirs_.end()) return it->second;
     }
@@ -258,12 +277,14 @@ class ObjectPoolImpl final : public ObjectPool {
         d.mode = S_IFDIR | 0755;
         SFS_ASSIGN_OR_RETURN(d.xattrs, InheritedLayoutXattrs(pool_->ns(), at));
         r = pool_->ns().create(at, parts[i], d);
+        if (r.ok() && beside_mount_) mount_.entry_changed(at, parts[i]);
         if (!r.ok() && r.status().code() == Code::kExists) r = pool_->ns().lookup(at, parts[i]);  // made meanwhile
       }
       SFS_RETURN_IF_ERROR(r.status());
       if (!S_ISDIR(r->mode)) return Status(Code::kNotDirectory, fmt::format("{} is not a directory", parts[i]));
       at = r->ino;
     }
+    if (beside_mount_) return at;
     std::unique_lock lock(names_mu_);
     dirs_.emplace(std::move(path), at);
     return at;
@@ -271,6 +292,7 @@ class ObjectPoolImpl final : public ObjectPool {
 
   // The layout of new files in dir (its layout attributes or the pool's), remembered.
   Result<FileLayout> layout_for_files_in(uint64_t dir) {
+    if (beside_mount_) return LayoutForNewFile(pool_->ns(), dir, pool_->config());  // the mount may change it
     {
       std::shared_lock lock(names_mu_);
       if (auto it = layouts_.find(dir); it != layouts_.end()) return it->second;
@@ -335,6 +357,7 @@ class ObjectPoolImpl final : public ObjectPool {
       made = pool_->ns().create(dir, parts.back(), n);
     }
     *just_created = made.ok();
+    if (made.ok() && beside_mount_) mount_.entry_changed(dir, parts.back());
     if (!made.ok() && made.status().code() == Code::kExists) return pool_->ns().lookup(dir, parts.back());
     return made;
   }
@@ -390,6 +413,7 @@ class ObjectPoolImpl final : public ObjectPool {
       }
     }
     bytes_written_ += data.size();
+    if (beside_mount_) mount_.data_changed(inode.ino);  // the kernel's cached pages and size are stale
     if (options_.sync_writes) SFS_RETURN_IF_ERROR(pool_->store().sync());
     return inode;
   }
@@ -447,8 +471,11 @@ class ObjectPoolImpl final : public ObjectPool {
     return {};
   }
 
-  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Pool> owned_;  // in-process; null beside a mount
+  Pool* pool_;
   const Options options_;
+  const MountHooks mount_;  // empty in-process
+  const bool beside_mount_;
   std::unique_ptr<WriteBackBuffer> write_back_;  // null when off; stopped (and flushed) before pool_ goes
   std::string uri_prefix_;
   std::mutex creating_mu_;  // held while a new name is made (make_object)
@@ -461,14 +488,34 @@ class ObjectPoolImpl final : public ObjectPool {
 
 }  // namespace
 
+std::unique_ptr<ObjectPool> OpenBesideMount(Pool* pool, MountHooks hooks) {
+  return std::make_unique<ObjectPoolImpl>(pool, Options{}, std::nullopt, std::move(hooks));
+}
+
 std::unique_ptr<ObjectPool> ObjectPool::Open(const std::string& meta_dir, const Options& options, Error* error) {
   if (options.ram_cache != "s3fifo" && options.ram_cache != "lru" && options.ram_cache != "off") {
     *error = {EINVAL, fmt::format("ram_cache must be s3fifo, lru or off, not '{}'", options.ram_cache)};
     return nullptr;
   }
+  // A mounted pool: through its daemon. No socket, or none listening: in-process.
+  const std::string socket = options.channel_socket.empty() ? DefaultChannelSocket(meta_dir) : options.channel_socket;
+  Error through_daemon;
+  if (auto channel = ConnectChannel(socket, &through_daemon)) {
+    *error = {};
+    return channel;
+  }
+  if (through_daemon.code != ENOENT && through_daemon.code != ECONNREFUSED) {
+    *error = through_daemon;
+    return nullptr;
+  }
   auto pool = Pool::Open(meta_dir, Pool::Mode::kMount);
   if (!pool.ok()) {
     *error = ToError(pool.status());
+    if (error->code == EBUSY) {
+      error->message += fmt::format(" (and no mount's daemon serves its object channel on {}: a mount with "
+                                    "-o state=DIR serves it in DIR, which Options.channel_socket then names)",
+                                    socket);
+    }
     return nullptr;
   }
   const uint64_t cache = options.ram_cache_bytes ? options.ram_cache_bytes : pool.value()->ram_capacity();

@@ -107,7 +107,8 @@ fuse_lowlevel_ops MakeOps() {
 
 }  // namespace
 
-Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready) {
+Status Serve(Pool* pool, const MountOptions& options,
+             const std::function<std::shared_ptr<void>(const MountNotices&)>& on_ready) {
   Frontend frontend(pool, options.atime, options.reader);
   static const fuse_lowlevel_ops ops = MakeOps();
 
@@ -169,13 +170,21 @@ Status Serve(Pool* pool, const MountOptions& options, const std::function<void()
     fuse_session_destroy(se);
     return Status::IOError("cannot mount at " + options.mountpoint);
   }
-  on_ready();
+  const MountNotices notices{
+      [se](uint64_t ino) { fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); },
+      [se](uint64_t parent, std::string_view name) {
+        const std::string terminated(name);  // libfuse sends the name's terminating NUL too
+        fuse_lowlevel_notify_inval_entry(se, parent, terminated.c_str(), terminated.size());
+      },
+      [&](const meta::InodeRecord& r) { frontend.maybe_reclaim(r); }};
+  std::shared_ptr<void> beside = on_ready(notices);
   if (evictor) evictor->start();
   MetricsWriter metrics([&] { return frontend.stats_json(); }, options.metrics_file);
   std::string why_not_ring;
   const Transport transport = options.transport.value_or(RingAvailable(&why_not_ring) ? Transport::kUring : Transport::kDev);
   spdlog::info("transport: {}", transport == Transport::kUring ? "uring (FUSE over io_uring)" : "dev (/dev/fuse)");
   RunWorkers(se, options.workers, &frontend.requests(), transport);
+  beside.reset();  // before the session its notices go to
   metrics.stop();
   endpoint.reset();
   evictor.reset();  // stopped before the session it notifies goes away

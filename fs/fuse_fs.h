@@ -5,8 +5,11 @@
 // in frontend.h, the control names the admin commands read in control.h.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <spdlog/common.h>
 
@@ -52,9 +55,23 @@ struct MountOptions {
   spdlog::level::level_enum log_level = spdlog::level::info;  // -o log_level=LEVEL
 };
 
+// What a frontend served beside the mount (the object channel, which tools/
+// starts) tells the mount of the changes it makes to the pool.
+struct MountNotices {
+  // ino's data or attributes changed: the kernel drops its cached pages and attributes.
+  std::function<void(uint64_t ino)> data_changed;
+  // The name in parent was made or removed: the kernel drops its cached entry.
+  std::function<void(uint64_t parent, std::string_view name)> entry_changed;
+  // r lost a link: reclaimed now unless a handle of the mount holds it.
+  std::function<void(const meta::InodeRecord& r)> unlinked;
+};
+
 // Mounts pool at options.mountpoint and serves requests until unmounted or
-// signalled. on_ready is called once the kernel mount exists (before serving).
+// signalled. on_ready is called once the kernel mount exists (before
+// serving); what it returns is kept while the mount serves and dropped
+// before the mount's session goes, so the notices stay valid while it lives.
 // Returns the error that stopped it from mounting, or OK after a clean unmount.
-Status Serve(Pool* pool, const MountOptions& options, const std::function<void()>& on_ready);
+Status Serve(Pool* pool, const MountOptions& options,
+             const std::function<std::shared_ptr<void>(const MountNotices&)>& on_ready);
 
 }  // namespace stripefs::fs

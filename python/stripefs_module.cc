@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Python module `stripefs`: the object API (api/include/stripefs/objects.h)
-// for Python programs, in-process.
+// for Python programs: in-process, or through the daemon of the pool's mount.
 //
 //   pool = stripefs.Pool.open("/srv/pool/meta")
 //   pool.put("kv/layer0/chunk7", tensor)          # any bytes-like object
@@ -63,7 +63,7 @@ class Pool {
  public:
   static std::unique_ptr<Pool> Open(const std::string& meta_dir, const std::string& ram_cache, uint64_t ram_cache_bytes,
                                     bool sync_writes, bool write_back, uint64_t write_back_bytes,
-                                    uint32_t write_back_interval_ms) {
+                                    uint32_t write_back_interval_ms, const std::string& channel_socket) {
     stripefs::api::Options o;
     o.ram_cache = ram_cache;
     o.ram_cache_bytes = ram_cache_bytes;
@@ -71,6 +71,7 @@ class Pool {
     o.write_back = write_back;
     o.write_back_bytes = write_back_bytes;
     o.write_back_interval_ms = write_back_interval_ms;
+    o.channel_socket = channel_socket;
     Error err;
     std::unique_ptr<ObjectPool> pool;
     {
@@ -81,7 +82,8 @@ class Pool {
     return std::make_unique<Pool>(std::move(pool), meta_dir);
   }
 
-  Pool(std::unique_ptr<ObjectPool> pool, std::string meta_dir) : pool_(std::move(pool)), meta_dir_(std::move(meta_dir)) {}
+  Pool(std::unique_ptr<ObjectPool> pool, std::string meta_dir)
+      : pool_(std::move(pool)), meta_dir_(std::move(meta_dir)), path_(pool_->path()) {}
   ~Pool() { close(); }
 
   // Stores what a put left in memory and closes the pool, once every call
@@ -177,6 +179,7 @@ class Pool {
     return pool_ == nullptr;
   }
   const std::string& meta_dir() const { return meta_dir_; }
+  const std::string& path() const { return path_; }
 
  private:
   // Runs fn on the pool without the GIL; a closed pool raises ValueError, as
@@ -222,18 +225,21 @@ class Pool {
   std::shared_mutex mu_;  // shared by every call in progress, exclusive while closing
   std::unique_ptr<ObjectPool> pool_;
   const std::string meta_dir_;
+  const std::string path_;  // "in-process" or "daemon"
 };
 
 }  // namespace
 
 PYBIND11_MODULE(stripefs, m) {
-  m.doc() = "stripefs objects from Python: put, get and read objects of a pool in-process, "
-            "with the GIL released around I/O";
+  m.doc() = "stripefs objects from Python: put, get and read objects of a pool, in-process or through the "
+            "daemon of its mount, with the GIL released around I/O";
   py::class_<Pool>(m, "Pool", "An open stripefs pool; thread-safe. Use Pool.open().")
       .def_static("open", &Pool::Open, py::arg("meta_dir"), py::kw_only(), py::arg("ram_cache") = "s3fifo",
                   py::arg("ram_cache_bytes") = 0, py::arg("sync_writes") = false, py::arg("write_back") = true,
                   py::arg("write_back_bytes") = 0, py::arg("write_back_interval_ms") = 1000,
-                  "Opens the unmounted pool whose metadata directory is meta_dir (OSError when it cannot).")
+                  py::arg("channel_socket") = "",
+                  "Opens the pool whose metadata directory is meta_dir: through its mount's daemon when it is "
+                  "mounted, else in-process (OSError when it cannot).")
       .def("put", &Pool::put, py::arg("name"), py::arg("data"),
            "Creates or replaces the object from any bytes-like data; returns its stripefs:// URI.")
       .def("append", &Pool::append, py::arg("name"), py::arg("data"), "Adds data at the end of the object.")
@@ -255,8 +261,9 @@ PYBIND11_MODULE(stripefs, m) {
            "Stores what is buffered and closes the pool; call sync() first to see a failure to store.")
       .def_property_readonly("closed", &Pool::closed)
       .def_property_readonly("meta_dir", &Pool::meta_dir)
-      .def_property_readonly("path", [](Pool&) { return "in-process"; },
-                             "How this pool is reached: in-process (the metadata store opened here).")
+      .def_property_readonly("path", &Pool::path,
+                             "How this pool is reached: 'in-process' (its metadata store opened here) or 'daemon' "
+                             "(a mounted pool, through its daemon's object channel).")
       .def("__enter__", [](Pool& p) -> Pool& { return p; }, py::return_value_policy::reference)
       .def("__exit__", [](Pool& p, py::args) { p.close(); });
 }

@@ -24,6 +24,8 @@
 #include <iostream>
 #include <string>
 
+#include "api/beside_mount.h"
+#include "api/object_channel.h"
 #include "engine/pool/pool.h"
 #include "meta/etcd_kv_store.h"
 #include "tools/commands.h"
@@ -186,6 +188,21 @@ void OnMounted(const fs::MountOptions& options, const std::string& pid_file) {
   }
 }
 
+// The object API for other processes while mounted (api/object_channel.h),
+// in the state directory; not for a read-only mount, which changes nothing.
+// A mount without it still serves: a failure is logged.
+std::shared_ptr<void> StartObjectChannel(const fs::MountOptions& options, Pool* pool,
+                                         const fs::MountNotices& notices) {
+  if (options.reader || options.read_only.value_or(false)) return nullptr;
+  auto api = api::OpenBesideMount(pool, {notices.data_changed, notices.entry_changed, notices.unlinked});
+  auto started = api::ChannelServer::Start(options.state_dir + "/" + api::kChannelSocketName, std::move(api));
+  if (!started.ok()) {
+    spdlog::error("{} (the object API cannot reach this mount)", started.status().message());
+    return nullptr;
+  }
+  return std::shared_ptr<api::ChannelServer>(std::move(started).value());
+}
+
 // The daemon (or the -f process): opens the pool, serves the mount until it
 // is unmounted, then closes the pool.
 int OpenAndServe(const fs::MountOptions& options, const std::string& pid_file, Outcome& outcome) {
@@ -201,9 +218,11 @@ int OpenAndServe(const fs::MountOptions& options, const std::string& pid_file, O
     spdlog::warn("mounted degraded: {}", m);
   }
   spdlog::info("pool {} mounted at {}", pool.value()->config().uuid, options.mountpoint);
-  Status s = fs::Serve(pool.value().get(), options, [&] {
+  Status s = fs::Serve(pool.value().get(), options, [&](const fs::MountNotices& notices) {
+    std::shared_ptr<void> channel = StartObjectChannel(options, pool.value().get(), notices);
     OnMounted(options, pid_file);
     outcome.Ready();
+    return channel;
   });
   pool.value().reset();  // synced and closed: the pool is free for the next mount
   unlink(pid_file.c_str());

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,32 +246,115 @@ def test_the_gil_is_released_during_io(pool):
     assert during > 0, "no count while the pool read: the reads held the GIL"
 
 
-def test_a_mounted_pool_cannot_be_opened_in_process(meta, tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    state = tmp_path / "state"
-    subprocess.run(["timeout", "60", STRIPEFS, "mount", meta, str(mnt), "-o", f"state={state}"], check=True)
-    # Read before the unmount: the daemon removes its pid file as it exits.
-    daemon = int((state / "daemon.pid").read_text().strip())
-    try:
-        with open(mnt / "from-the-mount", "wb") as f:
-            f.write(b"written through the mount")
+class Mount:
+    """A real stripefs mount of meta at tmp_path/mnt, unmounted (and its daemon gone) on exit."""
+
+    def __init__(self, meta, tmp_path, *options):
+        self.meta, self.mnt = meta, tmp_path / "mnt"
+        self.mnt.mkdir(exist_ok=True)
+        self.state = tmp_path / "state" if options else meta
+        args = ["-o", ",".join(options)] if options else []
+        subprocess.run(["timeout", "60", STRIPEFS, "mount", meta, str(self.mnt), *args], check=True)
+        # Read before the unmount: the daemon removes its pid file as it exits.
+        self.daemon = int((Path(self.state) / "daemon.pid").read_text().strip())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(["timeout", "60", "fusermount3", "-u", str(self.mnt)], check=True)
+        for _ in range(600):  # the daemon stores, closes the pool and exits after the unmount
+            try:
+                os.kill(self.daemon, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        os.kill(self.daemon, 9)
+        pytest.fail(f"the daemon {self.daemon} did not exit within 60 s of the unmount")
+
+
+def test_a_mounted_pool_is_reached_through_its_daemon(meta, tmp_path):
+    with Mount(meta, tmp_path) as m:
+        pool = stripefs.Pool.open(meta)  # kept open past the unmount
+        assert pool.path == "daemon"
+        # The mount's writes, through the channel.
+        (m.mnt / "dir").mkdir()
+        (m.mnt / "dir" / "from-the-mount").write_bytes(b"written through the mount")
+        assert pool.get("dir/from-the-mount") == b"written through the mount"
+        assert pool.list("dir") == ["from-the-mount"]
+        # The channel's writes, through the mount: a name the kernel had
+        # looked up as missing, and a file whose pages it had cached.
+        assert not (m.mnt / "dir" / "new").exists()
+        pool.put("dir/new", b"put through the channel")
+        assert (m.mnt / "dir" / "new").read_bytes() == b"put through the channel"
+        pool.put("dir/from-the-mount", b"replaced")
+        assert (m.mnt / "dir" / "from-the-mount").read_bytes() == b"replaced"
+        pool.append("dir/from-the-mount", b", then appended")
+        assert (m.mnt / "dir" / "from-the-mount").read_bytes() == b"replaced, then appended"
+        assert os.stat(m.mnt / "dir" / "from-the-mount").st_size == len(b"replaced, then appended")
+        pool.put("a/b/c/deep", b"directories made on the way")
+        assert (m.mnt / "a" / "b" / "c" / "deep").read_bytes() == b"directories made on the way"
+        # Larger than the shared region's first 4 MiB: it grows; both ways byte for byte.
+        big = random_bytes((9 << 20) + 5, 3)
+        pool.put("big", big)
+        assert (m.mnt / "big").read_bytes() == big
+        assert pool.get("big") == big
+        out = np.zeros(len(big), dtype=np.uint8)
+        assert pool.get_into("big", out) == len(big) and out.tobytes() == big
+        assert pool.read("big", 7 << 20, 100) == big[7 << 20:(7 << 20) + 100]
+        assert pool.size("big") == len(big)
+        assert pool.multi_get(["big", "nothing", "dir/new"]) == [big, None, b"put through the channel"]
+        assert pool.stats()["puts"] >= 3
+        pool.sync()
+        # Errors arrive as they do in-process.
+        with pytest.raises(FileNotFoundError):
+            pool.get("dir/none")
+        with pytest.raises(IsADirectoryError):
+            pool.get("dir")
+        with pytest.raises(NotADirectoryError):
+            pool.put("big/under-a-file", b"x")
+        with pytest.raises(ValueError):
+            pool.get_into("big", bytearray(10))
+        # A removed object the mount holds open stays readable through the
+        # open handle, and is gone by name at once.
+        with open(m.mnt / "dir" / "new", "rb") as held:
+            pool.remove("dir/new")
+            assert not (m.mnt / "dir" / "new").exists()
+            assert held.read() == b"put through the channel"
+        with pytest.raises(FileNotFoundError):
+            pool.get("dir/new")
+        # Threads share the one connection.
+        def worker(i):
+            for j in range(20):
+                pool.put(f"t/{i}/{j}", random_bytes(5000, i * 100 + j))
+                assert pool.get(f"t/{i}/{j}") == random_bytes(5000, i * 100 + j)
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(os.listdir(m.mnt / "t" / "2")) == sorted(str(j) for j in range(20))
+    # Unmounted: the daemon closed the channel, the next call says so.
+    with pytest.raises(BrokenPipeError):
+        pool.get("big")
+    pool.close()
+    with stripefs.Pool.open(meta) as p:
+        assert p.path == "in-process"
+        assert p.get("big") == big
+        assert p.get("dir/from-the-mount") == b"replaced, then appended"
+        assert p.list("t/3") == sorted(str(j) for j in range(20))
+
+
+def test_a_pool_mounted_with_its_state_elsewhere_needs_the_socket_named(meta, tmp_path):
+    with Mount(meta, tmp_path, f"state={tmp_path / 'state'}") as m:
         with pytest.raises(OSError) as e:
             stripefs.Pool.open(meta)
         assert e.value.errno == errno.EBUSY
-    finally:
-        subprocess.run(["timeout", "60", "fusermount3", "-u", str(mnt)], check=True)
-        for _ in range(600):  # the daemon stores, closes the pool and exits after the unmount
-            try:
-                os.kill(daemon, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(daemon, 9)
-            pytest.fail(f"the daemon {daemon} did not exit within 60 s of the unmount")
-    with stripefs.Pool.open(meta) as p:
-        assert p.get("from-the-mount") == b"written through the mount"
+        assert "channel_socket" in str(e.value), "the message says how to reach it"
+        with stripefs.Pool.open(meta, channel_socket=str(m.state / "objects.sock")) as pool:
+            assert pool.path == "daemon"
+            pool.put("x", b"through the named socket")
+            assert (m.mnt / "x").read_bytes() == b"through the named socket"
 
 
 def test_kv_cache_backend_example(meta):

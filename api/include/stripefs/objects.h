@@ -9,10 +9,12 @@
 //   std::string back;
 //   pool->get(uri, &back);                    // by URI, or by the same name
 //
-// The pool must not be mounted meanwhile (its metadata store is opened
-// exclusively); what the API writes is visible to the next mount, and what a
-// mount wrote is visible here: it is the same namespace. An ObjectPool is
-// thread-safe. Link with the stripefs_engine library; see
+// An unmounted pool is opened in-process: its metadata store is opened here,
+// exclusively. A mounted pool is reached through its daemon instead, over
+// the object channel (a Unix socket for requests, memory shared with the
+// daemon for data; see api/object_channel.h): what the API writes, the mount
+// shows at once, and the other way round. path() says which way was taken.
+// Either way it is the same namespace. An ObjectPool is thread-safe. Link with the stripefs_engine library; see
 // examples/object_api_example.cc.
 #pragma once
 
@@ -44,6 +46,12 @@ struct Options {
   bool write_back = true;
   uint64_t write_back_bytes = 0;          // 0: a quarter of the RAM tier, at most 64 MiB
   uint32_t write_back_interval_ms = 1000;  // the timer
+  // Where a mount's daemon serves the object channel: "" for its default,
+  // objects.sock in the pool's directory (for an etcd pool, in the daemon's
+  // state directory under /run/stripefs). Through the channel the daemon's
+  // mount options apply; ram_cache and the write-back settings above do not
+  // (the daemon writes through).
+  std::string channel_socket;
 };
 
 struct Stats {
@@ -55,8 +63,9 @@ struct Stats {
 
 class ObjectPool {
  public:
-  // Opens the unmounted pool whose metadata directory is meta_dir; null and
-  // *error set when it cannot.
+  // Opens the pool whose metadata directory is meta_dir: through the daemon
+  // of its mount when one serves the channel, else in-process. Null and
+  // *error set when it cannot (EBUSY: mounted, with no channel found).
   static std::unique_ptr<ObjectPool> Open(const std::string& meta_dir, const Options& options, Error* error);
   virtual ~ObjectPool() = default;
 
@@ -90,6 +99,9 @@ class ObjectPool {
   // stays buffered (readable, retried by the next sync) and is reported here.
   virtual Error sync() = 0;
   virtual Stats stats() const = 0;
+  // How the pool is reached: "in-process" (its metadata store opened here)
+  // or "daemon" (the object channel of the mount's daemon).
+  virtual const char* path() const = 0;
 };
 
 }  // namespace stripefs::api

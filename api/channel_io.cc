@@ -3,12 +3,17 @@
 
 #include <fmt/format.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <ctime>
 #include <cstring>
 #include <vector>
 
@@ -91,12 +96,43 @@ bool RecvAll(int fd, std::span<char> out, int* passed_fd) {
   return true;
 }
 
+void Publish(std::atomic<uint32_t>& word, uint32_t value, const std::atomic<uint32_t>& sleeps) {
+  word.store(value);  // seq_cst, as the sleeper's store to sleeps and load of word: one sees the other
+  if (sleeps.load()) syscall(SYS_futex, &word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+bool AwaitChange(std::atomic<uint32_t>& word, uint32_t value, std::atomic<uint32_t>& sleeps,
+                 const std::function<bool()>& give_up) {
+  const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+  while (word.load(std::memory_order_acquire) == value) {
+    if (std::chrono::steady_clock::now() < spin_until) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    sleeps.store(1);
+    if (word.load() == value) {
+      // A futex in memory two processes map: not FUTEX_PRIVATE.
+      const timespec slice = {0, std::chrono::nanoseconds(kSleepSlice).count()};
+      syscall(SYS_futex, &word, FUTEX_WAIT, value, &slice, nullptr, 0);
+    }
+    sleeps.store(0);
+    if (word.load() == value && give_up()) return false;
+  }
+  return true;
+}
+
+bool Closed(int fd) {
+  pollfd p = {fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 Error Region::map_sealed(int fd, size_t size) {
   struct stat st {};
   const int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size ||
+      size == 0) {
     close(fd);
-    return {EINVAL, "the channel's region must be a memfd sealed against shrinking, of at least its size"};
+    return {EINVAL, "a region of the channel must be a memfd sealed against shrinking, of at least its size"};
   }
   return map(fd, size);
 }

@@ -3,7 +3,9 @@
 // (a request may carry a file descriptor) and the shared region's mapping.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -19,10 +21,21 @@ bool SendAll(int fd, std::span<const std::span<const char>> parts, int passed_fd
 // *passed_fd gets a descriptor that came with the bytes (else it stays -1).
 bool RecvAll(int fd, std::span<char> out, int* passed_fd = nullptr);
 
+// Sets word to value and wakes the other end if it sleeps on word (sleeps set).
+void Publish(std::atomic<uint32_t>& word, uint32_t value, const std::atomic<uint32_t>& sleeps);
+// Waits until word is no longer value: polls for kSpin, then sleeps on it
+// (with *sleeps set) in slices of kSleepSlice. After each slice, false when
+// give_up() says so (the other end went away, or this one stops).
+bool AwaitChange(std::atomic<uint32_t>& word, uint32_t value, std::atomic<uint32_t>& sleeps,
+                 const std::function<bool()>& give_up);
+// True when the other end of socket fd has closed it.
+bool Closed(int fd);
+
 // The shared memory of one connection, mapped by each end.
 class Region {
  public:
   Region() = default;
+  Region(Region&& other) noexcept { swap(*this, other); }
   ~Region() { unmap(); }
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
@@ -41,6 +54,9 @@ class Region {
   char* data() const { return data_; }
   size_t size() const { return size_; }
   int fd() const { return fd_; }
+  Control* control() const { return reinterpret_cast<Control*>(data_); }
+  char* payload() const { return data_ + kPayloadOffset; }
+  size_t payload_size() const { return size_ > kPayloadOffset ? size_ - kPayloadOffset : 0; }
 
  private:
   Error map(int fd, size_t size);

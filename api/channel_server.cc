@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The daemon's end of the object channel (api/object_channel.h).
+// The daemon's end of the object channel (api/object_channel.h,
+// api/channel_protocol.h).
 #include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <list>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "api/channel_io.h"
 #include "api/object_channel.h"
@@ -35,9 +37,10 @@ class Server final : public ChannelServer {
     const uint64_t one = 1;
     (void)!write(stop_fd_, &one, sizeof(one));
     acceptor_.join();
+    stopping_ = true;  // each connection's thread sees it within a sleep slice
     {
       std::lock_guard lock(mu_);
-      for (Connection& c : connections_) shutdown(c.fd, SHUT_RDWR);  // wakes its thread's recv
+      for (Connection& c : connections_) shutdown(c.fd, SHUT_RDWR);  // and its client sees the end
     }
     for (Connection& c : connections_) c.thread.join();
     for (Connection& c : connections_) close(c.fd);
@@ -74,6 +77,7 @@ class Server final : public ChannelServer {
       c.fd = fd;
       c.thread = std::thread([this, &c] {
         serve(c.fd);
+        shutdown(c.fd, SHUT_RDWR);  // the client sees the end now; the descriptor goes when reaped
         std::lock_guard done(mu_);
         c.done = true;
       });
@@ -104,56 +108,118 @@ class Server final : public ChannelServer {
     }
   }
 
+  // A new region from the memfd that came on the socket with rq.
+  static Error map_region(const Request& rq, int passed_fd, channel::Region* region) {
+    if (passed_fd < 0) return {EINVAL, "the channel's region came without its memfd"};
+    if (rq.offset != channel::kVersion) {
+      close(passed_fd);
+      return {EPROTO, fmt::format("the client speaks version {} of the object channel, the daemon {}: use the "
+                                  "same stripefs release for both",
+                                  rq.offset, channel::kVersion)};
+    }
+    if (rq.length <= channel::kPayloadOffset) {
+      close(passed_fd);
+      return {EINVAL, "the region has no room past its control block"};
+    }
+    return region->map_sealed(passed_fd, rq.length);
+  }
+
   void serve(int fd) {
     channel::Region region;
-    std::string name, text;
-    for (;;) {
+    {  // The first region, on the socket.
       Request rq;
       int passed_fd = -1;
-      if (!channel::RecvAll(fd, {reinterpret_cast<char*>(&rq), sizeof(rq)}, &passed_fd)) break;
-      if (rq.name_len > channel::kTextMax) break;  // not a client of ours
-      name.resize(rq.name_len);
-      if (!channel::RecvAll(fd, name)) break;
+      if (!channel::RecvAll(fd, {reinterpret_cast<char*>(&rq), sizeof(rq)}, &passed_fd)) return;
+      Error e = rq.op == channel::kMap ? map_region(rq, passed_fd, &region)
+                                       : Error{EINVAL, "the first request must map the region"};
+      if (passed_fd >= 0 && rq.op != channel::kMap) close(passed_fd);
       Reply rp;
-      text.clear();
-      Error e = handle(rq, name, passed_fd, region, &rp, &text);
-      if (e) {
-        rp.code = e.code;
-        text = std::move(e.message);
+      rp.code = e.code;
+      rp.text_len = static_cast<uint32_t>(e.message.size());
+      const std::span<const char> parts[] = {{reinterpret_cast<const char*>(&rp), sizeof(rp)}, e.message};
+      if (!channel::SendAll(fd, parts) || e) return;
+    }
+    const auto give_up = [&] { return stopping_.load() || channel::Closed(fd); };
+    std::string name;
+    Buffers buffers;
+    uint32_t last_buffer = 0;  // ids are the connection's own
+    for (;;) {
+      channel::Control* c = region.control();
+      if (!channel::AwaitChange(c->state, channel::kAnswered, c->daemon_sleeps, give_up)) return;
+      const Request rq = c->request;
+      Reply rp;
+      channel::Region bigger;
+      Error e;
+      if (rq.name_len > channel::kNameMax) {
+        e = {ENAMETOOLONG, "the name is longer than the channel carries"};
+      } else if (rq.op == channel::kMap || rq.op == channel::kAddBuffer) {  // its memfd comes on the socket, with one byte
+        char byte;
+        int passed_fd = -1;
+        if (!channel::RecvAll(fd, {&byte, 1}, &passed_fd)) return;
+        if (rq.op == channel::kMap) {
+          e = map_region(rq, passed_fd, &bigger);
+        } else {
+          e = buffers[++last_buffer].map_sealed(passed_fd, rq.length);
+          if (e) buffers.erase(last_buffer);
+          rp.got = last_buffer;
+        }
+      } else if (rq.op == channel::kRemoveBuffer) {
+        buffers.erase(static_cast<uint32_t>(rq.offset));
+      } else {
+        name.assign(c->name, rq.name_len);
+        e = handle(rq, name, region, buffers, &rp);
       }
-      rp.text_len = static_cast<uint32_t>(text.size());
-      const std::span<const char> parts[] = {{reinterpret_cast<const char*>(&rp), sizeof(rp)}, text};
-      if (!channel::SendAll(fd, parts)) break;
+      if (e) {
+        rp = {};
+        rp.code = e.code;
+        rp.text_len = static_cast<uint32_t>(std::min<size_t>(e.message.size(), channel::kMessageMax));
+        memcpy(c->message, e.message.data(), rp.text_len);
+      }
+      c->reply = rp;
+      channel::Publish(c->state, channel::kAnswered, c->client_sleeps);
+      if (bigger.data()) swap(region, bigger);  // the client moves to it once answered, as this end does
     }
   }
 
-  Error handle(const Request& rq, const std::string& name, int passed_fd, channel::Region& region, Reply* rp,
-               std::string* text) {
-    if (passed_fd >= 0 && rq.op != channel::kMap) close(passed_fd);
-    if (rq.op == channel::kMap) {
-      if (passed_fd < 0) return {EINVAL, "the channel's region came without its memfd"};
-      if (rq.offset != channel::kVersion) {
-        close(passed_fd);
-        return {EPROTO, fmt::format("the client speaks version {} of the object channel, the daemon {}: use the "
-                                    "same stripefs release for both",
-                                    rq.offset, channel::kVersion)};
+  // A connection's I/O buffers by id.
+  using Buffers = std::unordered_map<uint32_t, channel::Region>;
+
+  // One request on the region's payload; text (a URI, a listing, stats) goes there too.
+  Error handle(const Request& rq, const std::string& name, const channel::Region& region, const Buffers& buffers,
+               Reply* rp) {
+    char* const payload = region.payload();
+    const size_t room = region.payload_size();
+    auto text = [&](std::string_view t) -> Error {
+      if (t.size() > room) {
+        rp->object_size = t.size();
+        return {ERANGE, fmt::format("the answer needs {} bytes", t.size())};
       }
-      return region.map_sealed(passed_fd, rq.length);
-    }
-    if (!region.data() && rq.op != channel::kSync && rq.op != channel::kStats) {
-      return {EINVAL, "no region: the client maps one first"};
-    }
+      memcpy(payload, t.data(), t.size());
+      rp->text_len = static_cast<uint32_t>(t.size());
+      return {};
+    };
     switch (rq.op) {
       case channel::kPut:
       case channel::kAppend: {
-        if (rq.data_len > region.size()) return {EINVAL, "the data is larger than the region"};
-        const std::string_view data(region.data(), rq.data_len);
-        return rq.op == channel::kPut ? pool_->put(name, data, text) : pool_->append(name, data);
+        if (rq.data_len > room) return {EINVAL, "the data is larger than the region"};
+        const std::string_view data(payload, rq.data_len);
+        if (rq.op == channel::kAppend) return pool_->append(name, data);
+        std::string uri;
+        if (Error e = pool_->put(name, data, &uri)) return e;
+        return text(uri);
       }
       case channel::kRead: {
-        const size_t room = std::min<uint64_t>(rq.length, region.size());
+        std::span<char> into(payload, std::min<uint64_t>(rq.length, room));
+        if (rq.buffer) {  // straight into the caller's I/O buffer
+          auto it = buffers.find(rq.buffer);
+          if (it == buffers.end() || rq.buffer_offset > it->second.size()) {
+            return {EINVAL, "no such I/O buffer (or an offset past its end)"};
+          }
+          into = {it->second.data() + rq.buffer_offset,
+                  std::min<uint64_t>(rq.length, it->second.size() - rq.buffer_offset)};
+        }
         size_t got = 0;
-        Error e = pool_->read_into(name, rq.offset, {region.data(), room}, &got, &rp->object_size);
+        Error e = pool_->read_into(name, rq.offset, into, &got, &rp->object_size);
         rp->got = got;
         return e;
       }
@@ -162,14 +228,14 @@ class Server final : public ChannelServer {
       case channel::kList: {
         std::vector<std::string> names;
         if (Error e = pool_->list(name, &names)) return e;
-        for (const auto& n : names) (*text += n) += '\0';
-        return {};
+        std::string joined;
+        for (const auto& n : names) (joined += n) += '\0';
+        return text(joined);
       }
       case channel::kSync: return pool_->sync();
       case channel::kStats: {
         const Stats s = pool_->stats();
-        text->assign(reinterpret_cast<const char*>(&s), sizeof(s));
-        return {};
+        return text({reinterpret_cast<const char*>(&s), sizeof(s)});
       }
     }
     return {EINVAL, fmt::format("unknown request {}", rq.op)};
@@ -179,6 +245,7 @@ class Server final : public ChannelServer {
   const int listen_fd_, stop_fd_;
   std::unique_ptr<ObjectPool> pool_;
   std::thread acceptor_;
+  std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::list<Connection> connections_;  // GUARDED_BY(mu_)
 };
@@ -199,12 +266,12 @@ Result<std::unique_ptr<ChannelServer>> ChannelServer::Start(const std::string& s
   // A socket file left by a daemon that was killed: no one listens there
   // (this daemon holds the pool, so no other can).
   unlink(socket_path.c_str());
-  const mode_t old_mask = umask(0077);  // created 0600: only this user (and root) may connect
-  const int bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  const int bind_errno = errno;
-  umask(old_mask);
-  if (bound != 0 || listen(fd, 64) != 0) {
-    const int err = bound != 0 ? bind_errno : errno;
+  // 0600: only this user (and root) may connect. (Not through umask, which
+  // is the whole process's; the peer check in admitted() covers the moment
+  // before the chmod.)
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || chmod(socket_path.c_str(), 0600) != 0 ||
+      listen(fd, 64) != 0) {
+    const int err = errno;
     close(fd);
     return Status::IOError(fmt::format("object channel: cannot listen on {}: {}", socket_path, strerror(err)));
   }

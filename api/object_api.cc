@@ -178,6 +178,24 @@ class ObjectPoolImpl final : public ObjectPool {
 
   const char* path() const override { return beside_mount_ ? "daemon" : "in-process"; }
 
+  std::unique_ptr<IoBuffer> alloc_buffer(size_t size, Error* error) override {
+    // In-process every read fills the caller's memory directly: plain memory, page-aligned.
+    struct Plain final : IoBuffer {
+      explicit Plain(size_t n) : bytes(static_cast<char*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))), size(n) {}
+      ~Plain() override { std::free(bytes); }
+      std::span<char> span() override { return {bytes, size}; }
+      char* bytes;
+      size_t size;
+    };
+    auto b = std::make_unique<Plain>(size);
+    if (!b->bytes) {
+      *error = {ENOMEM, fmt::format("no memory for a buffer of {} bytes", size)};
+      return nullptr;
+    }
+    *error = {};
+    return b;
+  }
+
   Stats stats() const override {
     Stats s;
     s.gets = gets_, s.puts = puts_, s.appends = appends_, s.removes = removes_, s.not_found = not_found_;

@@ -7,7 +7,10 @@ Each run, on a fresh pool: COUNT_1M objects of 1 MiB and COUNT_4K of 4 KiB
 are put in-process and read there (unmounted); then the pool is mounted and
 the same objects are read through the channel (stripefs.Pool.open on the
 mounted pool) and with os.preadv on the mount's files. Every read goes into
-one reused buffer (get_into / preadv), so no side pays for allocation.
+one reused buffer (get_into / preadv), so no side pays for allocation: for
+the object API a Pool.buffer (through the channel, memory the daemon fills
+itself), and once more for the channel an ordinary buffer ("channel, a
+copy": the client copies out of the shared region).
 - 1 MiB: MB/s over ROUNDS passes of all objects, after one untimed pass.
 - 4 KiB: the p50 of each read's own time, over ROUNDS passes.
 The mount is read two ways: O_DIRECT (each read a FUSE request, what a read
@@ -50,11 +53,11 @@ def names(size):
     return [f"b{size}/o{i}" for i in range(COUNT_1M if size == 1 << 20 else COUNT_4K)]
 
 
-def measure(read, rounds):
-    """MB/s of 1 MiB reads and p50 µs of 4 KiB reads; read(name, buf) fills buf."""
+def measure(read, rounds, alloc=lambda size: mmap.mmap(-1, size)):
+    """MB/s of 1 MiB reads and p50 µs of 4 KiB reads; read(name, buf) fills buf, a buffer from alloc."""
     out = {}
     for size in (1 << 20, 4096):
-        buf = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT needs
+        buf = alloc(size)  # page-aligned, as O_DIRECT needs
         for name in names(size):  # the untimed pass
             read(name, buf)
         if size == 1 << 20:
@@ -86,7 +89,7 @@ def run_once(stripefs_bin, work, rounds):
             for name in names(size):
                 pool.put(name, data[size])
         pool.sync()
-        result["in-process"] = measure(lambda n, b: pool.get_into(n, b), rounds)
+        result["in-process"] = measure(lambda n, b: pool.get_into(n, b), rounds, pool.buffer)
     mnt = f"{work}/mnt"
     os.makedirs(mnt)
     subprocess.run(["timeout", "60", stripefs_bin, "mount", meta, mnt], check=True)
@@ -100,7 +103,8 @@ def run_once(stripefs_bin, work, rounds):
             got = bytearray(4096)
             pool.get_into(names(4096)[0], got)
             assert bytes(got) == data[4096]
-            result["channel"] = measure(lambda n, b: pool.get_into(n, b), rounds)
+            result["channel"] = measure(lambda n, b: pool.get_into(n, b), rounds, pool.buffer)
+            result["channel, a copy"] = measure(lambda n, b: pool.get_into(n, b), rounds)
         for mode, flags in (("pread O_DIRECT", os.O_DIRECT), ("pread buffered", 0)):
             fds = {}
             for size in data:
@@ -137,14 +141,14 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f, indent=1)
-    ways = ["in-process", "channel", "pread O_DIRECT", "pread buffered"]
+    ways = ["in-process", "channel", "channel, a copy", "pread O_DIRECT", "pread buffered"]
     med = {w: {k: statistics.median(r[w][k] for r in runs) for k in ("1M_MBps", "4K_p50_us")} for w in ways}
     print(f"transport of the mount: {runs[0]['transport']}; median of {a.runs} runs")
     print(f"| way | 1 MiB get MB/s | 4 KiB get p50 µs |")
     print(f"|---|---:|---:|")
     for w in ways:
         print(f"| {w} | {med[w]['1M_MBps']:,.0f} | {med[w]['4K_p50_us']:.1f} |")
-    for w in ways[2:]:
+    for w in ways[3:]:
         print(f"channel / {w}: 1 MiB {med['channel']['1M_MBps'] / med[w]['1M_MBps']:.2f}x the throughput, "
               f"4 KiB p50 {med['channel']['4K_p50_us'] / med[w]['4K_p50_us']:.2f}x the latency")
     print(f"channel / in-process: 1 MiB {med['channel']['1M_MBps'] / med['in-process']['1M_MBps']:.2f}x, "

@@ -59,6 +59,13 @@ class Buffer {
   Py_buffer view_{};
 };
 
+// An I/O buffer (ObjectPool::alloc_buffer) as a Python object with the
+// buffer protocol: memoryview(b), numpy.frombuffer(b, dtype) and get_into(name, b)
+// see its memory, which the mount's daemon fills directly.
+struct SharedBuffer {
+  std::unique_ptr<stripefs::api::IoBuffer> buffer;
+};
+
 class Pool {
  public:
   static std::unique_ptr<Pool> Open(const std::string& meta_dir, const std::string& ram_cache, uint64_t ram_cache_bytes,
@@ -158,6 +165,17 @@ class Pool {
     return names;
   }
 
+  SharedBuffer buffer(size_t size) {
+    SharedBuffer b;
+    Error e = with_pool([&](ObjectPool& p) {
+      Error err;
+      b.buffer = p.alloc_buffer(size, &err);
+      return err;
+    });
+    check(e);
+    return b;
+  }
+
   void sync() {
     check(with_pool([&](ObjectPool& p) { return p.sync(); }));
   }
@@ -233,6 +251,15 @@ class Pool {
 PYBIND11_MODULE(stripefs, m) {
   m.doc() = "stripefs objects from Python: put, get and read objects of a pool, in-process or through the "
             "daemon of its mount, with the GIL released around I/O";
+  py::class_<SharedBuffer>(m, "Buffer", py::buffer_protocol(),
+                           "Memory that get_into and read_into fill without a copy in this process (from "
+                           "Pool.buffer); use it through memoryview or numpy.frombuffer.")
+      .def_buffer([](SharedBuffer& b) {
+        const std::span<char> s = b.buffer->span();
+        return py::buffer_info(s.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(s.size())}, {1}, /*readonly=*/false);
+      })
+      .def("__len__", [](SharedBuffer& b) { return b.buffer->span().size(); });
   py::class_<Pool>(m, "Pool", "An open stripefs pool; thread-safe. Use Pool.open().")
       .def_static("open", &Pool::Open, py::arg("meta_dir"), py::kw_only(), py::arg("ram_cache") = "s3fifo",
                   py::arg("ram_cache_bytes") = 0, py::arg("sync_writes") = false, py::arg("write_back") = true,
@@ -255,6 +282,9 @@ PYBIND11_MODULE(stripefs, m) {
            "The bytes of each object, or None for a name with no object.")
       .def("remove", &Pool::remove, py::arg("name"))
       .def("list", &Pool::list, py::arg("dir") = "", "The names in a directory of the pool, sorted.")
+      .def("buffer", &Pool::buffer, py::arg("size"),
+           "A Buffer of size bytes that get_into and read_into fill without a copy in this process: through "
+           "a mount's daemon it is memory shared with the daemon (allocate few, and reuse them).")
       .def("sync", &Pool::sync, "Makes everything written so far durable.")
       .def("stats", &Pool::stats, "Counters of this open pool, as a dict.")
       .def("close", &Pool::close,

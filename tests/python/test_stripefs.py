@@ -304,6 +304,14 @@ def test_a_mounted_pool_is_reached_through_its_daemon(meta, tmp_path):
         assert pool.read("big", 7 << 20, 100) == big[7 << 20:(7 << 20) + 100]
         assert pool.size("big") == len(big)
         assert pool.multi_get(["big", "nothing", "dir/new"]) == [big, None, b"put through the channel"]
+        # Into memory shared with the daemon, which fills it itself.
+        shared = pool.buffer(16 << 20)
+        assert len(shared) == 16 << 20
+        assert pool.get_into("big", shared) == len(big)
+        assert bytes(memoryview(shared)[:len(big)]) == big
+        halves = np.frombuffer(shared, dtype=np.float16)
+        assert pool.read_into("big", 0, halves[1000:2000]) == 2000
+        assert halves[1000:2000].tobytes() == big[:2000]
         assert pool.stats()["puts"] >= 3
         pool.sync()
         # Errors arrive as they do in-process.

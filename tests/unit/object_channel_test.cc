@@ -135,6 +135,45 @@ TEST_F(ObjectChannelTest, ServesThePoolAndTellsTheMountOfEachChange) {
   EXPECT_GE(client->stats().puts, 1u);
 }
 
+TEST_F(ObjectChannelTest, ReadsIntoAnIoBufferTheDaemonFillsItself) {
+  auto client = Client();
+  ASSERT_TRUE(client);
+  std::string data(3 << 20, '\0');
+  std::mt19937 rng(9);
+  for (auto& c : data) c = static_cast<char>(rng());
+  ASSERT_FALSE(client->put("obj", data));
+  Error err;
+  auto buffer = client->alloc_buffer(4 << 20, &err);
+  ASSERT_TRUE(buffer) << err.message;
+  const std::span<char> all = buffer->span();
+  ASSERT_EQ(all.size(), 4u << 20);
+  size_t got = 0;
+  uint64_t size = 0;
+  ASSERT_FALSE(client->read_into("obj", 0, all, &got, &size));
+  EXPECT_EQ(got, data.size());
+  EXPECT_EQ(size, data.size());
+  EXPECT_TRUE(std::string_view(all.data(), got) == data);
+  // A part of it, at an offset: the daemon writes only there.
+  std::fill(all.begin(), all.end(), 'x');
+  ASSERT_FALSE(client->read_into("obj", 1000, all.subspan(4096, 5000), &got));
+  EXPECT_EQ(got, 5000u);
+  EXPECT_EQ(std::string_view(all.data() + 4096, 5000), std::string_view(data).substr(1000, 5000));
+  EXPECT_EQ(all[4095], 'x');
+  EXPECT_EQ(all[4096 + 5000], 'x');
+  // A span reaching past the buffer's end is read the plain way, through the payload.
+  std::vector<char> plain(100);
+  ASSERT_FALSE(client->read_into("obj", 7, plain, &got));
+  EXPECT_EQ(std::string_view(plain.data(), 100), std::string_view(data).substr(7, 100));
+  // A second buffer; the first goes, the second still works; one outlives its pool.
+  auto second = client->alloc_buffer(1 << 20, &err);
+  ASSERT_TRUE(second) << err.message;
+  buffer.reset();
+  ASSERT_FALSE(client->read_into("obj", 0, second->span(), &got));
+  EXPECT_EQ(std::string_view(second->span().data(), got), std::string_view(data).substr(0, 1 << 20));
+  client.reset();
+  EXPECT_EQ(second->span()[5], data[5]) << "its memory stays the caller's";
+}
+
 TEST_F(ObjectChannelTest, ConcurrentClientsAndThreadsEachReadTheirOwnWrites) {
   auto shared = Client();
   ASSERT_TRUE(shared);
@@ -180,31 +219,39 @@ TEST_F(ObjectChannelTest, GoneDaemonAndStaleSocket) {
   EXPECT_STREQ(in_process->path(), "in-process");
 }
 
-TEST_F(ObjectChannelTest, RefusesARegionThatCouldShrinkUnderTheDaemon) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  strcpy(addr.sun_path, socket().c_str());
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const int memfd = memfd_create("unsealed", MFD_CLOEXEC);
-  ASSERT_EQ(ftruncate(memfd, 1 << 20), 0);
-  auto ask = [&](api::channel::Request rq, int passed) {
+TEST_F(ObjectChannelTest, RefusesARegionThatCouldShrinkUnderTheDaemonAndAnotherVersion) {
+  // The first request, on a connection of its own each time; the daemon answers on the socket and hangs up.
+  auto first_request = [&](api::channel::Request rq, int memfd) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    strcpy(addr.sun_path, socket().c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
     const std::span<const char> parts[] = {{reinterpret_cast<const char*>(&rq), sizeof(rq)}};
-    EXPECT_TRUE(api::channel::SendAll(fd, parts, passed));
+    EXPECT_TRUE(api::channel::SendAll(fd, parts, memfd));
     api::channel::Reply rp;
     EXPECT_TRUE(api::channel::RecvAll(fd, {reinterpret_cast<char*>(&rp), sizeof(rp)}));
     std::string text(rp.text_len, '\0');
     EXPECT_TRUE(api::channel::RecvAll(fd, text));
+    char more;
+    EXPECT_FALSE(api::channel::RecvAll(fd, {&more, 1})) << "the daemon hangs up after refusing";
+    close(fd);
     return std::pair(rp.code, text);
   };
-  auto [code, text] = ask({api::channel::kMap, 0, api::channel::kVersion, 1 << 20, 0}, memfd);
+  const uint64_t size = api::channel::kPayloadOffset + (1 << 20);
+  const int unsealed = memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(unsealed, size), 0);
+  auto [code, text] = first_request({api::channel::kMap, 0, api::channel::kVersion, size, 0}, unsealed);
   EXPECT_EQ(code, EINVAL) << text;
-  std::tie(code, text) = ask({api::channel::kMap, 0, api::channel::kVersion + 1, 1 << 20, 0}, memfd);
+  close(unsealed);
+  api::channel::Region sealed;
+  ASSERT_FALSE(sealed.create(size));
+  std::tie(code, text) = first_request({api::channel::kMap, 0, api::channel::kVersion, size * 2, 0}, sealed.fd());
+  EXPECT_EQ(code, EINVAL) << "a size past the memfd's end: " << text;
+  std::tie(code, text) = first_request({api::channel::kMap, 0, api::channel::kVersion + 1, size, 0}, sealed.fd());
   EXPECT_EQ(code, EPROTO) << "another version is refused: " << text;
-  std::tie(code, text) = ask({api::channel::kRead, 0, 0, 10, 0}, -1);
-  EXPECT_EQ(code, EINVAL) << "no region mapped: " << text;
-  close(memfd);
-  close(fd);
+  std::tie(code, text) = first_request({api::channel::kRead, 0, 0, 10, 0}, -1);
+  EXPECT_EQ(code, EINVAL) << "no region mapped first: " << text;
 }
 
 }  // namespace

@@ -61,6 +61,16 @@ struct Stats {
   uint64_t dirty_bytes = 0, dirty_objects = 0;  // in the write-back buffer, not yet on the drives
 };
 
+// Memory a read can fill without a copy in the caller's process (from
+// ObjectPool::alloc_buffer): through the object channel it is shared with
+// the mount's daemon, which reads into it directly; in-process it is plain
+// memory, as any buffer is filled directly there. It may outlive its pool.
+class IoBuffer {
+ public:
+  virtual ~IoBuffer() = default;
+  virtual std::span<char> span() = 0;
+};
+
 class ObjectPool {
  public:
   // Opens the pool whose metadata directory is meta_dir: through the daemon
@@ -99,6 +109,10 @@ class ObjectPool {
   // stays buffered (readable, retried by the next sync) and is reported here.
   virtual Error sync() = 0;
   virtual Stats stats() const = 0;
+  // A buffer of size bytes for read_into: a read into any part of it makes
+  // no copy in this process (the 3FS USRBIO shape). Null and *error set when
+  // it cannot be made. Allocate few and reuse them: each is a mapping.
+  virtual std::unique_ptr<IoBuffer> alloc_buffer(size_t size, Error* error) = 0;
   // How the pool is reached: "in-process" (its metadata store opened here)
   // or "daemon" (the object channel of the mount's daemon).
   virtual const char* path() const = 0;

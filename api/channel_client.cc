@@ -166,13 +166,6 @@ class ChannelPool final : public ObjectPool {
     return {};
   }
 
-  void multi_get(std::span<const std::string> names, std::vector<std::string>* data,
-                 std::vector<Error>* errors) override {
-    data->resize(names.size());
-    errors->resize(names.size());
-    for (size_t i = 0; i < names.size(); ++i) (*errors)[i] = get(names[i], &(*data)[i]);
-  }
-
   Error sync() override {
     std::lock_guard lock(mu_);
     Reply rp;

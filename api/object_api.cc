@@ -163,13 +163,6 @@ class ObjectPoolImpl final : public ObjectPool {
     return {};
   }
 
-  void multi_get(std::span<const std::string> names, std::vector<std::string>* data,
-                 std::vector<Error>* errors) override {
-    data->resize(names.size());
-    errors->resize(names.size());
-    for (size_t i = 0; i < names.size(); ++i) (*errors)[i] = get(names[i], &(*data)[i]);
-  }
-
   Error sync() override {
     Status buffered = write_back_ ? write_back_->flush_all() : Status::OK();
     Status synced = pool_->store().sync();
@@ -505,6 +498,13 @@ class ObjectPoolImpl final : public ObjectPool {
 };
 
 }  // namespace
+
+void ObjectPool::multi_get(std::span<const std::string> names, std::vector<std::string>* data,
+                           std::vector<Error>* errors) {
+  data->resize(names.size());
+  errors->resize(names.size());
+  for (size_t i = 0; i < names.size(); ++i) (*errors)[i] = get(names[i], &(*data)[i]);
+}
 
 std::unique_ptr<ObjectPool> OpenBesideMount(Pool* pool, MountHooks hooks) {
   return std::make_unique<ObjectPoolImpl>(pool, Options{}, std::nullopt, std::move(hooks));

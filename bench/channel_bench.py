@@ -34,19 +34,9 @@ import subprocess
 import sys
 import time
 
+from python_bench import mkfs  # the same pool: 4 sparse 1 GiB drive files, a 768 MiB RAM segment
+
 COUNT_1M, COUNT_4K = 128, 2048
-
-
-def mkfs(stripefs, work):
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
-    drives = []
-    for i in range(4):
-        drives += ["--drive", f"{work}/drive{i}.img:1G"]
-    subprocess.run([stripefs, "mkfs", "--meta", f"{work}/meta", *drives, "--ram", "768M"], check=True,
-                   stdout=subprocess.DEVNULL)
-    return f"{work}/meta"
 
 
 def names(size):

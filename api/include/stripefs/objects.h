@@ -103,7 +103,7 @@ class ObjectPool {
   virtual Error list(std::string_view dir, std::vector<std::string>* names) = 0;
   // get() of each name: (*data)[i] and (*errors)[i] belong to names[i].
   virtual void multi_get(std::span<const std::string> names, std::vector<std::string>* data,
-                         std::vector<Error>* errors) = 0;
+                         std::vector<Error>* errors);
   // Makes everything written so far durable: the write-back buffer stored,
   // drives flushed, metadata synced. An object the buffer could not store
   // stays buffered (readable, retried by the next sync) and is reported here.

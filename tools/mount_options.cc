@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <optional>
 
@@ -113,6 +115,12 @@ Result<fs::MountOptions> ParseMountOptions(const std::vector<std::string>& opts,
       mo.nonempty = true;  // checked by `stripefs mount` itself: libfuse 3 no longer knows it
     } else if (o == "rw") {
       mo.read_only = false;
+    } else if ((o == "suid" || o == "dev") && geteuid() != 0) {
+      // fusermount3 would drop them without a word; say so instead.
+      return Status(Code::kPermission,
+                    fmt::format("-o {} needs root: a mount by uid {} is always nosuid,nodev (set-user-ID files "
+                                "and device nodes on it would let its owner past the system's permissions)",
+                                o, geteuid()));
     } else if (o != "defaults" && !o.empty()) {
       if (o == "ro") mo.read_only = true;
       mo.fuse_options.push_back(o);

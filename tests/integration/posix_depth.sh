@@ -3,7 +3,8 @@
 # POSIX in depth (issue 20): what posix_depth.py checks on a real mount, then
 # what needs the mount itself: -o strictatime moves atime on every read, and
 # -o remount turns the running mount read-only and back (stripefs mount -o
-# remount and mount(8)'s helper; no second daemon), and an overlayfs mount
+# remount and mount(8)'s helper; no second daemon), -o dev,suid count for
+# root and are refused for others, and an overlayfs mount
 # keeps its upper directory on stripefs (whiteouts by RENAME_WHITEOUT). Then
 # fsck.
 source "$(dirname "$0")/lib.sh"
@@ -65,6 +66,29 @@ if "$STRIPEFS" mount "$META" "$TMP" -o remount,ro 2>"$TMP/err"; then fail "remou
 grep -q "not a stripefs mount" "$TMP/err" || fail "remount of no mount: unclear message: $(cat "$TMP/err")"
 ok "remount of a directory that is no stripefs mount is refused: $(cat "$TMP/err")"
 assert_eq "$(daemon_pid)" "$pid" "the daemon after the remounts"
+
+log "--- -o dev,suid: honoured for root, refused for others"
+grep " $MNT " /proc/mounts | grep -q "nosuid,nodev" || fail "a default mount is not nosuid,nodev"
+unmount_pool
+MOUNT_OPTS=(-o dev,suid)
+mount_pool
+flags=$(awk -v m="$MNT" '$2 == m { print $4 }' /proc/mounts)
+[[ ,$flags, == *,nosuid,* || ,$flags, == *,nodev,* ]] && fail "root's -o dev,suid mount is $flags"
+ok "root's -o dev,suid mount: $flags"
+unmount_pool
+MOUNT_OPTS=()
+mount_pool
+# A user's mount of its own pool (the option is refused before the pool or /dev/fuse is touched).
+mkdir -p "$TMP/user-mnt"
+chown nobody "$TMP/user-mnt"
+for opt in suid dev; do
+    if su nobody -s /bin/sh -c "'$STRIPEFS' mount '$META' '$TMP/user-mnt' -o $opt" 2>"$TMP/err"; then
+        fail "-o $opt by a user mounted"
+    fi
+    grep -q "needs root" "$TMP/err" || fail "-o $opt by a user: unclear message: $(cat "$TMP/err")"
+    ok "-o $opt by a user is refused: $(cat "$TMP/err")"
+done
+grep -q " $TMP/user-mnt " /proc/mounts && fail "a refused user mount is mounted"
 
 log "--- overlayfs with its upper directory on stripefs (RENAME_WHITEOUT)"
 mkdir -p "$TMP/lower" "$TMP/merged" "$MNT/upper" "$MNT/work"

@@ -342,6 +342,13 @@ def test_a_mounted_pool_is_reached_through_its_daemon(meta, tmp_path):
         for t in threads:
             t.join()
         assert sorted(os.listdir(m.mnt / "t" / "2")) == sorted(str(j) for j in range(20))
+        # The KV-cache example on the mounted pool, through the channel.
+        from kv_cache_backend import KVCacheBackend
+        kv = np.random.default_rng(5).standard_normal((2, 8, 64)).astype(np.float16)
+        with KVCacheBackend(meta) as cache:
+            cache.put("req1/layer0", kv)
+            assert cache.get("req1/layer0").tobytes() == kv.tobytes()
+        assert (m.mnt / "kv" / "req1" / "layer0").stat().st_size > kv.nbytes, "the mount shows the object"
     # Unmounted: the daemon closed the channel, the next call says so.
     with pytest.raises(BrokenPipeError):
         pool.get("big")

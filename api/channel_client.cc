@@ -73,7 +73,8 @@ class ChannelPool final : public ObjectPool {
     Reply rp;
     if (!channel::SendAll(fd_, parts, first.fd()) ||
         !channel::RecvAll(fd_, {reinterpret_cast<char*>(&rp), sizeof(rp)}) || rp.text_len > channel::kMessageMax) {
-      return gone();
+      return {EACCES, "the daemon closed the connection at once: only root and the user it runs as may use its "
+                      "object channel (its log says who was refused)"};
     }
     std::string message(rp.text_len, '\0');
     if (!channel::RecvAll(fd_, message)) return gone();
@@ -297,7 +298,7 @@ std::unique_ptr<ObjectPool> ConnectChannel(const std::string& socket_path, Error
   memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    *error = {errno, fmt::format("no daemon answers on {}: {}", socket_path, strerror(errno))};
+    *error = {errno, fmt::format("cannot reach a mount's daemon on {}: {}", socket_path, strerror(errno))};
     if (fd >= 0) close(fd);
     return nullptr;
   }

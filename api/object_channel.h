@@ -3,14 +3,16 @@
 // on the machine. A mounted pool's metadata store is the daemon's alone, so
 // ObjectPool::Open reaches such a pool through its daemon instead:
 //
-// - control over a Unix socket, STATE/objects.sock in the daemon's state
+// - a Unix socket to connect, STATE/objects.sock in the daemon's state
 //   directory (the pool's own directory unless -o state= moved it), mode
 //   0600 and only the daemon's user (or root) admitted: the same trust as
 //   opening the pool's directory in-process;
-// - data through a memory region the client shares with the daemon (a memfd
-//   passed once with SCM_RIGHTS, replaced by a larger one when a request
-//   needs more). The daemon reads from the drives and the RAM tier straight
-//   into it, and writes from it, so data crosses no socket.
+// - requests and data in a memory region the client shares with the daemon
+//   (a memfd passed with SCM_RIGHTS, replaced by a larger one when a request
+//   needs more; see api/channel_protocol.h). The daemon reads from the
+//   drives and the RAM tier straight into it, or into an I/O buffer of the
+//   client's (ObjectPool::alloc_buffer), and writes from it, so data crosses
+//   no socket.
 //
 // A request is served by the daemon's one Namespace and ObjectStore, the
 // same the mount uses: what the channel writes, the mount reads at once, and

@@ -11,8 +11,8 @@
 //
 // An unmounted pool is opened in-process: its metadata store is opened here,
 // exclusively. A mounted pool is reached through its daemon instead, over
-// the object channel (a Unix socket for requests, memory shared with the
-// daemon for data; see api/object_channel.h): what the API writes, the mount
+// the object channel (a Unix socket to connect, memory shared with the
+// daemon for requests and data; see api/object_channel.h): what the API writes, the mount
 // shows at once, and the other way round. path() says which way was taken.
 // Either way it is the same namespace. An ObjectPool is thread-safe. Link with the stripefs_engine library; see
 // examples/object_api_example.cc.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The stripefs object API in a few lines: store, read back by name and by
-// URI, read a range, append, list, remove. Run it on an unmounted pool:
+// URI, read a range, append, list, remove. Run it on a pool, mounted or not
+// (a mounted one is reached through its daemon):
 //
 //   stripefs mkfs --meta /tmp/p/meta --drive /tmp/p/d0:256M --drive /tmp/p/d1:256M --ram 64M
 //   object_api_example /tmp/p/meta
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot open the pool: %s\n", err.message.c_str());
     return 1;
   }
+  std::printf("opened %s: %s\n", argv[1], pool->path());
   auto check = [](const stripefs::api::Error& e, const char* what) {
     if (e) {
       std::fprintf(stderr, "%s: %s\n", what, e.message.c_str());

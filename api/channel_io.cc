@@ -23,12 +23,7 @@
 namespace stripefs::api {
 
 std::string DefaultChannelSocket(const std::string& meta_dir) {
-  // As the daemon's DefaultStateDir (tools/daemon.cc): an etcd pool has no
-  // directory here, so its daemon keeps its state under /run/stripefs.
-  if (!meta::IsEtcdUri(meta_dir)) return meta_dir + "/" + kChannelSocketName;
-  std::string name;
-  for (char c : meta_dir.substr(7)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
-  return "/run/stripefs/etcd_" + name + "/" + kChannelSocketName;
+  return meta::DefaultStateDir(meta_dir) + "/" + kChannelSocketName;
 }
 
 namespace channel {

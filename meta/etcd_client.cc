@@ -2,6 +2,7 @@
 // EtcdClient (see etcd_client.h) and the etcd:// address.
 #include "meta/etcd_client.h"
 
+#include <cctype>
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
@@ -22,6 +23,17 @@ std::string EtcdTarget::uri() const {
 }
 
 bool IsEtcdUri(std::string_view meta) { return meta.starts_with("etcd://"); }
+
+std::string SafeFileName(std::string_view s) {
+  std::string name;
+  for (char c : s) name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+  return name;
+}
+
+std::string DefaultStateDir(const std::string& meta) {
+  if (!IsEtcdUri(meta)) return meta;
+  return "/run/stripefs/etcd_" + SafeFileName(std::string_view(meta).substr(7));
+}
 
 Result<EtcdTarget> ParseEtcdUri(std::string_view uri) {
   auto bad = [&](const std::string& why) {

@@ -29,6 +29,13 @@ struct EtcdTarget {
 
 // Whether a --meta argument names an etcd pool rather than a directory.
 bool IsEtcdUri(std::string_view meta);
+// s with every character but letters, digits, '.' and '-' made '_', for a file name.
+std::string SafeFileName(std::string_view s);
+// Where a mount's daemon keeps its state (pid file, log, the object
+// channel's socket) unless -o state= says: a RocksDB pool's own directory,
+// or for an etcd pool, which has no directory here, one under /run/stripefs
+// named after its address.
+std::string DefaultStateDir(const std::string& meta);
 // Parses etcd://HOST:PORT[,HOST:PORT...]/PREFIX.
 Result<EtcdTarget> ParseEtcdUri(std::string_view uri);
 

@@ -15,7 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -89,20 +88,6 @@ std::string CanonicalPath(const std::string& path) {
   return (ec ? abs : canonical).string();
 }
 
-// Where a daemon keeps its pid file and log unless -o state= says: a
-// RocksDB pool's own directory, or for an etcd pool, which has no directory
-// here, one under /run/stripefs named after its address.
-// s with every character but letters, digits, '.' and '-' made '_', for a file name.
-std::string Sanitized(const std::string& s) {
-  std::string name;
-  for (char c : s) name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
-  return name;
-}
-
-std::string DefaultStateDir(const std::string& meta) {
-  if (!meta::IsEtcdUri(meta)) return meta;
-  return "/run/stripefs/etcd_" + Sanitized(meta.substr(7));
-}
 
 Status MakeStateDir(const std::string& dir) {
   std::error_code ec;
@@ -290,8 +275,8 @@ int RunMount(fs::MountOptions options) {
   // file and log apart from the writer's.
   options.reader = options.read_only.value_or(false) && meta::IsEtcdUri(options.meta_dir);
   if (options.state_dir.empty()) {
-    options.state_dir = DefaultStateDir(options.meta_dir);
-    if (options.reader) options.state_dir += "/reader" + Sanitized(options.mountpoint);
+    options.state_dir = meta::DefaultStateDir(options.meta_dir);
+    if (options.reader) options.state_dir += "/reader" + meta::SafeFileName(options.mountpoint);
   }
   // A pool's own directory is never made here: Pool::Open refuses a missing one.
   if (options.state_dir != options.meta_dir) {
